@@ -1,0 +1,102 @@
+// Backend: the kernel table one device implements. The ops layer (src/ops/) validates
+// every input and allocates outputs, then calls one of these methods; a kernel may assume
+// valid, contiguous input and must fill every element of its output(s).
+//
+// Adding a kernel: declare it here, validate it in src/ops/, implement it in every backend,
+// and add it to the cross-backend op list in tests/op_cases.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "forge/ops.h"
+#include "forge/tensor.h"
+
+namespace forge {
+
+/// What a device can do, for `forge devices` and for code that must split buffers.
+struct DeviceInfo {
+  Device device;
+  std::string name;          // "cpu (AMD EPYC, avx512)", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string kind;          // "cpu", "integrated-gpu", "discrete-gpu", "virtual-gpu", ...
+  int threads = 0;           // worker threads (CPU)
+  uint64_t memory_bytes = 0;       // total device memory (CPU: physical RAM)
+  uint64_t max_binding_bytes = 0;  // largest buffer one kernel may bind (CPU: unlimited = 0)
+  std::string simd;          // CPU: "avx512", "avx2", "portable"
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual DeviceInfo info() const = 0;
+  /// Uninitialized storage of `bytes` bytes on this device.
+  virtual std::shared_ptr<Storage> allocate(size_t bytes) = 0;
+  /// Zero-filled storage.
+  virtual std::shared_ptr<Storage> allocate_zeros(size_t bytes) = 0;
+  /// Host <-> device copies at byte offsets into a storage.
+  virtual void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) = 0;
+  virtual void read(const Storage& src, size_t src_offset, void* dst, size_t bytes) = 0;
+  /// Device-local copy between storages of this backend.
+  virtual void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
+                    size_t bytes) = 0;
+  /// Waits until all queued work has finished (no-op on the CPU).
+  virtual void synchronize() {}
+
+  // --- forward kernels (shapes as in ops.h; `out` is preallocated) ---
+  /// a + b; b either matches a or is a row vector [C]. out may alias a.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void gelu(const Tensor& x, Tensor& out) = 0;
+  /// bias may be undefined. Shapes already resolved: see MatmulDims.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
+                      const MatmulSpec& spec, Tensor& out) = 0;
+  virtual void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) = 0;
+  virtual void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                         Tensor& out) = 0;
+  /// Gathers rows [row_begin, row_begin + table.dim(0)) of a (possibly chunked) table:
+  /// for every i with row_begin <= ids[i] < row_begin + V, out[i, :] = table[ids[i] -
+  /// row_begin, :]; other rows of out are left untouched. Unchunked: row_begin = 0.
+  virtual void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin,
+                         Tensor& out) = 0;
+  /// Writes columns [col_begin, col_begin + chunk.dim(0)) of out ([R, Vtotal]):
+  /// out[r, col_begin + j] = alpha * dot(a[r, :], chunk[j, :]).
+  virtual void matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,
+                                  int64_t col_begin, Tensor& out) = 0;
+  virtual void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) = 0;
+  virtual void merge_heads(const Tensor& x, int64_t n_head, Tensor& out) = 0;
+  virtual void kv_append(Tensor& cache, const Tensor& x, int64_t pos) = 0;
+
+  // --- training kernels ---
+  virtual void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+  virtual void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+  virtual void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps,
+                             Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
+  virtual void sum_rows(const Tensor& x, Tensor& out) = 0;
+  /// out is zero-filled by the ops layer; ids already range-checked.
+  virtual void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) = 0;
+  virtual void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) = 0;
+  virtual void ce_bwd(const Tensor& logits, const Tensor& targets, float scale,
+                      Tensor& out) = 0;
+  /// threshold = dropout_threshold(p), scale = 1 / (1 - p), both from the host.
+  virtual void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
+                       Tensor& out) = 0;
+  virtual void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                            int64_t n_head, Tensor& out) = 0;
+  virtual void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out) = 0;
+  virtual void sumsq(const Tensor& x, Tensor& out) = 0;
+  /// out = x * s; out may alias x.
+  virtual void scale(const Tensor& x, float s, Tensor& out) = 0;
+  virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                     const AdamWParams& p) = 0;
+};
+
+/// The backend serving `device`; created on first use. Error(Device) if the device does not
+/// exist or its backend is not built in.
+Backend& backend_for(Device device);
+
+/// All devices this build can use, CPU first.
+std::vector<DeviceInfo> list_devices();
+
+}  // namespace forge

@@ -1,0 +1,194 @@
+// Every tensor op forge has, declared once. Each function validates its inputs (shapes,
+// devices, dtypes, index ranges), allocates the output on the inputs' device and calls that
+// device's Backend kernel. Invalid input throws forge::Error whose message starts with the
+// op's name, e.g. "matmul: inner dimensions differ: a [2, 3] vs b [4, 5]".
+//
+// Conventions: tensors are contiguous row-major; "rows" of a tensor are all dimensions but
+// the last flattened together; every float op is F32; ids/targets are U32. All inputs of an
+// op must be on one device.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "forge/tensor.h"
+
+namespace forge {
+
+// ----------------------------------------------------------------------------------------
+// Forward ops
+// ----------------------------------------------------------------------------------------
+
+/// out = a + b. b has a's shape, or b is [C] with C = a.dim(-1) (added to every row).
+Tensor add(const Tensor& a, const Tensor& b);
+/// a += b in place (same broadcasting as add). Used to accumulate gradients.
+void add_(Tensor& a, const Tensor& b);
+
+/// GELU, tanh approximation ("gelu_new"):
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x);
+
+/// How matmul reads its operands; see matmul.
+struct MatmulSpec {
+  bool trans_a = false;  // a is stored [K, M] (per batch) and used transposed
+  bool trans_b = false;  // b is stored [N, K] (per batch) and used transposed
+  float alpha = 1.0f;    // out = alpha * op(a) @ op(b) (+ bias)
+  /// When > 0: use only the first b_rows stored rows of each b matrix (K = b_rows, or
+  /// N = b_rows with trans_b). The batch stride of b stays the full stored matrix, so a
+  /// preallocated KV cache [h, cap, hd] can be multiplied by its first `len` rows.
+  int64_t b_rows = 0;
+};
+
+/// out = alpha * op(a) @ op(b) + bias.
+///   a: [M, K] or [B, M, K]   (trans_a: [K, M] or [B, K, M])
+///   b: [K, N] or [B, K, N]   (trans_b: [N, K] or [B, N, K]); b_rows may cut the stored rows
+///   bias: undefined or [N]
+///   out: [M, N], or [B, M, N] when either operand has a batch (a rank-2 operand is shared
+///   by every batch; two rank-3 operands need equal B).
+/// Errors: ranks other than 2/3, inner dims differ, batch mismatch, b_rows > stored rows or
+/// negative, bias not [N].
+Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec = {},
+              const Tensor& bias = Tensor());
+
+/// Row softmax over the last dimension. With `causal`, x is [..., T, S] and row i (its
+/// index along dim -2) sees columns j <= i + offset; masked entries of the output are exact
+/// zeros (the mask is applied before the row max). Errors: rank 0; causal with rank < 2;
+/// causal with i + offset >= S for the last row is allowed (nothing masked there).
+Tensor softmax(const Tensor& x, bool causal = false, int64_t offset = 0);
+
+/// LayerNorm over the last dimension C: (x - mean) / sqrt(var + eps) * gamma + beta,
+/// biased variance. gamma, beta: [C].
+Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
+
+/// Row gather: out[..., :] = table[ids[...], :]. ids: U32 of any shape; table: [V, C];
+/// out: ids.shape + [C]. Error(Range) if any id >= V.
+Tensor embedding(const Tensor& ids, const Tensor& table);
+
+/// The same gather over a table split into row chunks (chunk i holds the rows after those
+/// of chunks 0..i-1), so no single buffer exceeds a device's binding limit. Every chunk is
+/// [V_i, C] with one C. The result equals embedding(ids, concat(chunks)) exactly.
+Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks);
+
+/// out = alpha * a @ concat(chunks)^T: a is [..., K], each chunk [V_i, K];
+/// out is [..., sum V_i]. The tied LM head over a row-chunked wte.
+Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks,
+                             float alpha = 1.0f);
+
+/// Attention head split. qkv: [B, T, 3C] (or [T, 3C], B = 1), laid out q|k|v with heads
+/// contiguous inside each part; part: 0 = q, 1 = k, 2 = v. Returns [B*n_head, T, C/n_head].
+Tensor split_heads(const Tensor& qkv, int64_t n_head, int part);
+
+/// Inverse of the head layout: x [B*n_head, T, hd] -> [B, T, n_head*hd].
+Tensor merge_heads(const Tensor& x, int64_t n_head);
+
+/// KV cache append, in place: cache[g, pos + t, :] = x[g, t, :]. cache: [G, cap, hd];
+/// x: [G, t, hd]. Error(Range) "kv overflow" if pos + t > cap.
+void kv_append(Tensor& cache, const Tensor& x, int64_t pos);
+
+// ----------------------------------------------------------------------------------------
+// Training ops (the backward rules of the ops above, the loss, the optimizer)
+// ----------------------------------------------------------------------------------------
+
+/// dx = dy * gelu'(x) for the tanh GELU above. x, dy: same shape.
+Tensor gelu_bwd(const Tensor& x, const Tensor& dy);
+
+/// dx = y * (dy - sum_row(y * dy)), y being softmax's output (masked entries are 0, so the
+/// causal mask needs no flag here).
+Tensor softmax_bwd(const Tensor& y, const Tensor& dy);
+
+struct LayerNormGrads {
+  Tensor dx;      // x's shape
+  Tensor dgamma;  // [C]
+  Tensor dbeta;   // [C]
+};
+/// Gradients of layernorm(x, gamma, beta, eps) given dy (mean and rstd are recomputed).
+LayerNormGrads layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy,
+                             float eps = 1e-5f);
+
+/// Column sums over all rows: x [..., C] -> [C] (the bias gradient).
+Tensor sum_rows(const Tensor& x);
+
+/// out = zeros([num_rows, C]); out[ids[i], :] += src[i, :] for every i, in index order per
+/// row (deterministic, no atomics). ids: U32 [N] (any shape, N = numel); src: [..., C] with
+/// N rows. The embedding gradient. Error(Range) if an id >= num_rows.
+Tensor scatter_add_rows(const Tensor& ids, const Tensor& src, int64_t num_rows);
+
+/// Per-row negative log-likelihood: out[i] = logsumexp(logits[i, :]) - logits[i, targets[i]].
+/// logits: [..., V] with N rows; targets: U32 with N elements; out: [N].
+/// Error(Range) if a target >= V.
+Tensor gather_nll(const Tensor& logits, const Tensor& targets);
+
+/// Cross-entropy backward: d[i, :] = (softmax(logits[i, :]) - onehot(targets[i])) * scale.
+/// scale is usually dloss / N. Same shapes and errors as gather_nll.
+Tensor ce_bwd(const Tensor& logits, const Tensor& targets, float scale);
+
+/// Inverted dropout with a counter-based mask: element i (flat index) is kept iff
+/// (dropout_hash(seed, i) >> 8) >= dropout_threshold(p); kept elements are multiplied by
+/// 1 / (1 - p) (computed once on the host, as float). p in [0, 1); p = 0 copies.
+/// The backward of dropout is dropout of dy with the same seed and p.
+Tensor dropout(const Tensor& x, float p, uint64_t seed);
+
+/// Inverse of split_heads: dq, dk, dv [B*n_head, T, hd] -> dqkv [B, T, 3*n_head*hd].
+Tensor unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head);
+
+/// Inverse of merge_heads: x [B, T, C] -> [B*n_head, T, C/n_head].
+Tensor unmerge_heads(const Tensor& x, int64_t n_head);
+
+/// Sum of squares of all elements, as a [1] tensor (accumulated in double on the CPU).
+Tensor sumsq(const Tensor& x);
+
+/// out = x * s.
+Tensor scale(const Tensor& x, float s);
+/// x *= s in place.
+void scale_(Tensor& x, float s);
+
+struct AdamWParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  int64_t step = 1;  // 1-based step count t, for the bias corrections
+};
+/// One AdamW update, in place, exactly as torch.optim.AdamW:
+///   p -= lr * wd * p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+///   p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps).
+/// param, grad, m, v: same shape, F32, one device. Errors: shapes, lr < 0, betas outside
+/// [0, 1), eps <= 0, step < 1.
+void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
+
+// ----------------------------------------------------------------------------------------
+// The dropout mask, spelled out so that every backend (and every test) computes it alike.
+// ----------------------------------------------------------------------------------------
+
+/// "lowbias32" integer finalizer: a bijection on 32 bits with strong avalanche.
+constexpr uint32_t hash_mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+/// 32 random bits for element `index` under `seed`; 32-bit operations only (GPU-friendly).
+constexpr uint32_t dropout_hash(uint64_t seed, uint64_t index) {
+  uint32_t h = hash_mix32(static_cast<uint32_t>(index) ^ static_cast<uint32_t>(seed));
+  return hash_mix32(h ^ static_cast<uint32_t>(seed >> 32) ^
+                    (static_cast<uint32_t>(index >> 32) * 0x9E3779B9U));
+}
+
+/// Keep threshold on the top 24 bits of the hash: floor(p * 2^24).
+constexpr uint32_t dropout_threshold(float p) {
+  return static_cast<uint32_t>(static_cast<double>(p) * 16777216.0);
+}
+
+/// A distinct seed per dropout site (layer, place, step) from one run seed: splitmix64.
+constexpr uint64_t dropout_site_seed(uint64_t seed, uint64_t site) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (site + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace forge

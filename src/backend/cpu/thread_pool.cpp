@@ -1,0 +1,175 @@
+// A small fork-join pool: workers spin briefly on a generation counter (decode issues many
+// short parallel ops back to back, and waking a sleeping thread costs ~10-50 us), then
+// sleep on a condition variable. Tasks are claimed from an atomic counter.
+#include "backend/cpu/thread_pool.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "forge/error.h"
+#include "forge/threads.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define FORGE_CPU_RELAX() _mm_pause()
+#else
+#define FORGE_CPU_RELAX() std::this_thread::yield()
+#endif
+
+namespace forge::cpu {
+namespace {
+
+thread_local bool t_inside_task = false;
+
+class Pool {
+ public:
+  explicit Pool(int n) { start(n); }
+  ~Pool() { stop(); }
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void resize(int n) {
+    if (n == size()) return;
+    stop();
+    start(n);
+  }
+
+  void run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+    if (n_tasks <= 0) return;
+    if (n_tasks == 1 || workers_.empty() || t_inside_task) {
+      for (int64_t t = 0; t < n_tasks; ++t) fn(t);
+      return;
+    }
+    std::lock_guard<std::mutex> run_lock(run_mutex_);  // one parallel region at a time
+    fn_ = &fn;
+    n_tasks_ = n_tasks;
+    next_task_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    const int helpers = static_cast<int>(std::min<int64_t>(n_tasks - 1, workers_.size()));
+    active_.store(helpers, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      wanted_ = helpers;
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    work();
+    while (active_.load(std::memory_order_acquire) != 0) FORGE_CPU_RELAX();
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void start(int n) {
+    stopping_ = false;
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { loop(i); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+    workers_.clear();
+  }
+
+  void work() {
+    const bool was_inside = t_inside_task;
+    t_inside_task = true;
+    for (;;) {
+      const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
+      if (t >= n_tasks_) break;
+      try {
+        (*fn_)(t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    t_inside_task = was_inside;
+  }
+
+  void loop(int id) {
+    uint64_t seen = generation_.load(std::memory_order_acquire);
+    for (;;) {
+      // Spin a little, then sleep.
+      uint64_t g = generation_.load(std::memory_order_acquire);
+      for (int spin = 0; g == seen && spin < 20000; ++spin) {
+        FORGE_CPU_RELAX();
+        g = generation_.load(std::memory_order_acquire);
+      }
+      if (g == seen) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        g = generation_.load(std::memory_order_acquire);
+      }
+      seen = g;
+      bool participate;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (stopping_) return;
+        participate = id <= wanted_;
+      }
+      if (!participate) continue;
+      work();
+      active_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;
+  std::mutex mutex_;
+  std::mutex error_mutex_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> active_{0};
+  const std::function<void(int64_t)>* fn_ = nullptr;
+  int64_t n_tasks_ = 0;
+  int wanted_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+int default_threads() {
+  if (const char* env = std::getenv("FORGE_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
+  }
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw ? static_cast<int>(hw) : 1;
+}
+
+Pool& pool() {
+  static Pool p(default_threads());
+  return p;
+}
+
+}  // namespace
+
+void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) { pool().run(n_tasks, fn); }
+int pool_size() { return pool().size(); }
+
+}  // namespace forge::cpu
+
+namespace forge {
+
+int num_threads() { return cpu::pool_size(); }
+
+void set_num_threads(int n) {
+  if (n < 1 || n > 1024)
+    throw Error(ErrorKind::Range, "threads: " + std::to_string(n) + " is not in [1, 1024]");
+  cpu::pool().resize(n);
+}
+
+}  // namespace forge

@@ -1,0 +1,34 @@
+// The forge CLI's subcommands. Each lives in its own cmd_*.cpp and registers itself on the
+// CLI11 app; main.cpp wires them and turns forge::Error into "error: ..." + exit 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace forge::cli {
+
+/// A subcommand's action runs after parsing; it returns the process exit code.
+using Action = std::function<int()>;
+
+/// Each register_* adds one subcommand to `app` and stores its action in `action` when the
+/// user picks it.
+void register_devices(CLI::App& app, Action& action);
+void register_bench(CLI::App& app, Action& action);    // --op matmul | --preset NAME
+void register_generate(CLI::App& app, Action& action);
+void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
+void register_eval(CLI::App& app, Action& action);
+
+/// Settings of `forge bench --preset`: a random-init GPT-2 of the preset's shapes.
+struct ModelBenchOptions {
+  std::string preset = "gpt2";
+  int prompt_tokens = 128;
+  int decode_tokens = 64;
+  int batch = 1;
+  std::string device = "cpu";
+  bool json = false;
+};
+/// Runs the model benchmark (cmd_bench_model.cpp) and prints its report.
+int bench_model(const ModelBenchOptions& options);
+
+}  // namespace forge::cli

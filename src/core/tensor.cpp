@@ -1,0 +1,153 @@
+#include "forge/tensor.h"
+
+#include <cstring>
+
+#include "forge/backend.h"
+#include "forge/error.h"
+
+namespace forge {
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, size_t offset, Shape shape, DType dtype)
+    : storage_(std::move(storage)), offset_(offset), shape_(std::move(shape)), dtype_(dtype) {}
+
+Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  const Shape s = Shape::checked(shape.dims(), "Tensor::empty");
+  const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(dtype);
+  return Tensor(backend_for(device).allocate(bytes), 0, s, dtype);
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  const Shape s = Shape::checked(shape.dims(), "Tensor::zeros");
+  const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(dtype);
+  return Tensor(backend_for(device).allocate_zeros(bytes), 0, s, dtype);
+}
+
+Tensor Tensor::full(const Shape& shape, float value, Device device) {
+  const Shape s = Shape::checked(shape.dims(), "Tensor::full");
+  return from_vector(std::vector<float>(static_cast<size_t>(s.numel()), value), s, device);
+}
+
+namespace {
+template <typename T>
+Tensor from_host(const std::vector<T>& data, const Shape& shape, Device device) {
+  const Shape s = Shape::checked(shape.dims(), "Tensor::from_vector");
+  if (static_cast<int64_t>(data.size()) != s.numel())
+    throw Error(ErrorKind::Shape, "Tensor::from_vector: " + std::to_string(data.size()) +
+                                      " values do not fill shape " + s.str());
+  Tensor t = Tensor::empty(s, dtype_of<T>(), device);
+  if (!data.empty()) backend_for(device).write(*t.storage(), 0, data.data(), t.nbytes());
+  return t;
+}
+}  // namespace
+
+Tensor Tensor::from_vector(const std::vector<float>& data, const Shape& shape, Device device) {
+  return from_host(data, shape, device);
+}
+Tensor Tensor::from_vector(const std::vector<uint32_t>& data, const Shape& shape,
+                           Device device) {
+  return from_host(data, shape, device);
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  const Shape s = Shape::checked(shape.dims(), "reshape");
+  if (s.numel() != numel())
+    throw Error(ErrorKind::Shape,
+                "reshape: cannot view " + shape_.str() + " as " + s.str() + " (element counts differ)");
+  return Tensor(storage_, offset_, s, dtype_);
+}
+
+Tensor Tensor::narrow_rows(int64_t start, int64_t count) const {
+  if (rank() == 0) throw Error(ErrorKind::Shape, "narrow_rows: tensor has rank 0");
+  if (start < 0 || count < 0 || start > shape_[0] || count > shape_[0] - start)
+    throw Error(ErrorKind::Range, "narrow_rows: rows [" + std::to_string(start) + ", " +
+                                      std::to_string(start + count) + ") outside " +
+                                      shape_.str());
+  std::vector<int64_t> dims = shape_.dims();
+  dims[0] = count;
+  const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
+  return Tensor(storage_, offset_ + static_cast<size_t>(start * row), Shape(dims), dtype_);
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  if (!defined()) throw Error(ErrorKind::Shape, "to_vector: tensor is undefined");
+  if (dtype_ != dtype_of<T>())
+    throw Error(ErrorKind::DType, std::string("to_vector: tensor is ") + dtype_name(dtype_) +
+                                      ", asked for " + dtype_name(dtype_of<T>()));
+  std::vector<T> out(static_cast<size_t>(numel()));
+  if (!out.empty())
+    backend_for(device()).read(*storage_, offset_ * dtype_size(dtype_), out.data(), nbytes());
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<uint32_t> Tensor::to_vector<uint32_t>() const;
+
+Tensor Tensor::to(Device device) const {
+  if (!defined()) throw Error(ErrorKind::Shape, "to: tensor is undefined");
+  Tensor out = Tensor::empty(shape_, dtype_, device);
+  out.copy_from(*this);
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (!defined() || !src.defined()) throw Error(ErrorKind::Shape, "copy_from: tensor is undefined");
+  if (src.shape() != shape_ || src.dtype() != dtype_)
+    throw Error(ErrorKind::Shape, "copy_from: " + src.str() + " into " + str());
+  if (nbytes() == 0) return;
+  const size_t es = dtype_size(dtype_);
+  if (src.device() == device()) {
+    backend_for(device()).copy(*src.storage(), src.offset() * es, *storage_, offset_ * es,
+                               nbytes());
+  } else {
+    std::vector<unsigned char> host(nbytes());
+    backend_for(src.device()).read(*src.storage(), src.offset() * es, host.data(), nbytes());
+    backend_for(device()).write(*storage_, offset_ * es, host.data(), nbytes());
+  }
+}
+
+namespace {
+template <typename T>
+void copy_host(Tensor& t, const std::vector<T>& data) {
+  if (!t.defined()) throw Error(ErrorKind::Shape, "copy_from: tensor is undefined");
+  if (t.dtype() != dtype_of<T>())
+    throw Error(ErrorKind::DType, "copy_from: host data type does not match " + t.str());
+  if (static_cast<int64_t>(data.size()) != t.numel())
+    throw Error(ErrorKind::Shape, "copy_from: " + std::to_string(data.size()) +
+                                      " values for " + t.str());
+  if (data.empty()) return;
+  backend_for(t.device()).write(*t.storage(), t.offset() * dtype_size(t.dtype()), data.data(),
+                                t.nbytes());
+}
+}  // namespace
+
+void Tensor::copy_from(const std::vector<float>& data) { copy_host(*this, data); }
+void Tensor::copy_from(const std::vector<uint32_t>& data) { copy_host(*this, data); }
+
+template <typename T>
+const T* Tensor::data() const {
+  if (!defined()) throw Error(ErrorKind::Shape, "data: tensor is undefined");
+  if (dtype_ != dtype_of<T>())
+    throw Error(ErrorKind::DType, std::string("data: tensor is ") + dtype_name(dtype_) +
+                                      ", asked for " + dtype_name(dtype_of<T>()));
+  void* base = storage_->host_ptr();
+  if (!base) throw Error(ErrorKind::Device, "data: " + str() + " is not in host memory");
+  return static_cast<const T*>(base) + offset_;
+}
+template <typename T>
+T* Tensor::data() {
+  return const_cast<T*>(static_cast<const Tensor*>(this)->data<T>());
+}
+template const float* Tensor::data<float>() const;
+template const uint32_t* Tensor::data<uint32_t>() const;
+template float* Tensor::data<float>();
+template uint32_t* Tensor::data<uint32_t>();
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  return std::string("Tensor(") + dtype_name(dtype_) + " " + shape_.str() + " on " +
+         device().str() + ")";
+}
+
+}  // namespace forge

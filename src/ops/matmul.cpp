@@ -1,0 +1,81 @@
+// matmul and the chunked tied LM head: validation and dispatch.
+#include <vector>
+
+#include "forge/ops.h"
+#include "ops/check.h"
+
+namespace forge {
+using namespace ops_detail;
+
+Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec, const Tensor& bias) {
+  const char* op = "matmul";
+  check_f32(op, "a", a);
+  check_f32(op, "b", b);
+  if (bias.defined()) check_f32(op, "bias", bias);
+  Backend& be = same_device(op, {&a, &b, &bias});
+  check_rank(op, "a", a, 2, 3);
+  check_rank(op, "b", b, 2, 3);
+  if (a.rank() == 3 && b.rank() == 3 && a.dim(0) != b.dim(0))
+    fail(ErrorKind::Shape, op, "batch sizes differ: a " + a.shape().str() + " vs b " +
+                                   b.shape().str());
+  const int64_t M = spec.trans_a ? a.dim(-1) : a.dim(-2);
+  const int64_t Ka = spec.trans_a ? a.dim(-2) : a.dim(-1);
+  const int64_t b_stored_rows = b.dim(-2);
+  if (spec.b_rows < 0 || spec.b_rows > b_stored_rows)
+    fail(ErrorKind::Range, op, "b_rows " + std::to_string(spec.b_rows) + " outside [0, " +
+                                   std::to_string(b_stored_rows) + "] for b " + b.shape().str());
+  const int64_t b_rows = spec.b_rows > 0 ? spec.b_rows : b_stored_rows;
+  const int64_t Kb = spec.trans_b ? b.dim(-1) : b_rows;
+  const int64_t N = spec.trans_b ? b_rows : b.dim(-1);
+  if (Ka != Kb)
+    fail(ErrorKind::Shape, op, "inner dimensions differ: a " + a.shape().str() +
+                                   (spec.trans_a ? " (transposed)" : "") + " vs b " +
+                                   b.shape().str() + (spec.trans_b ? " (transposed)" : "") +
+                                   (spec.b_rows > 0 ? " with b_rows " + std::to_string(b_rows) : ""));
+  if (bias.defined() && (bias.rank() != 1 || bias.dim(0) != N))
+    fail(ErrorKind::Shape, op, "bias must be [" + std::to_string(N) + "], got " +
+                                   bias.shape().str());
+  std::vector<int64_t> dims;
+  if (a.rank() == 3) dims.push_back(a.dim(0));
+  else if (b.rank() == 3) dims.push_back(b.dim(0));
+  dims.push_back(M);
+  dims.push_back(N);
+  Tensor out = Tensor::empty(Shape::checked(dims, op), DType::F32, a.device());
+  if (out.numel() > 0) be.matmul(a, b, bias, spec, out);
+  return out;
+}
+
+Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks, float alpha) {
+  const char* op = "matmul_chunked_transb";
+  check_f32(op, "a", a);
+  if (chunks.empty()) fail(ErrorKind::Shape, op, "no chunks");
+  check_rank(op, "a", a, 1, 3);
+  const int64_t K = a.dim(-1);
+  int64_t total = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Tensor& c = chunks[i];
+    const std::string name = "chunk " + std::to_string(i);
+    check_f32(op, name.c_str(), c);
+    if (c.device() != a.device())
+      fail(ErrorKind::Device, op, name + " is on " + c.device().str() + ", a on " +
+                                      a.device().str());
+    if (c.rank() != 2 || c.dim(1) != K)
+      fail(ErrorKind::Shape, op, name + " must be [rows, " + std::to_string(K) + "], got " +
+                                     c.shape().str());
+    total += c.dim(0);
+  }
+  std::vector<int64_t> dims = a.shape().dims();
+  dims.back() = total;
+  Tensor out = Tensor::empty(Shape::checked(dims, op), DType::F32, a.device());
+  Backend& be = backend_for(a.device());
+  const Tensor a2 = a.reshape({a.shape().rows(), K});
+  Tensor out2 = out.reshape({a.shape().rows(), total});
+  int64_t col = 0;
+  for (const Tensor& c : chunks) {
+    if (c.dim(0) > 0 && out.numel() > 0) be.matmul_transb_into(a2, c, alpha, col, out2);
+    col += c.dim(0);
+  }
+  return out;
+}
+
+}  // namespace forge
