@@ -1,0 +1,84 @@
+// GPT-2's byte-level BPE tokenizer (identical ids to HF transformers / tiktoken) and a
+// streaming decoder for printing generated tokens as they come.
+//
+// Encoding: special tokens (`<|endoftext|>` = 50256 for GPT-2) are split out of the text
+// first; the rest is cut into pieces by GPT-2's regex, each piece's UTF-8 bytes become byte
+// symbols that are merged by lowest merge rank. Text that is not valid UTF-8 still encodes:
+// each invalid byte becomes its own byte token, so decode(encode(b)) == b for any bytes b.
+//
+// A Tokenizer is an immutable, cheaply copyable handle (shared data); encode/decode may be
+// called from several threads at once.
+//
+// Errors: every function throws forge::Error. Loading throws ErrorKind::Io for missing or
+// unreadable files and ErrorKind::Tokenizer for malformed content, with messages
+// "tokenizer: <file>: <what>"; decode throws ErrorKind::Tokenizer for ids outside the vocab.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace forge {
+
+class Tokenizer {
+ public:
+  /// Loads from a folder (a model folder or a tokenizer folder) holding, in order of
+  /// preference: tokenizer.json (HF), vocab.json + merges.txt (HF), or encoder.json +
+  /// vocab.bpe (OpenAI's names for the same two files). `path` may also name a
+  /// tokenizer.json file directly.
+  static Tokenizer load(const std::string& path);
+  /// Loads a vocab (JSON object token → id, e.g. vocab.json / encoder.json) and a merges
+  /// file (optional "#version" line, then one "left right" pair per line, rank = order).
+  static Tokenizer from_vocab_merges(const std::string& vocab_path, const std::string& merges_path);
+  /// Loads an HF tokenizer.json (model.vocab, model.merges, added_tokens).
+  static Tokenizer from_tokenizer_json(const std::string& path);
+
+  /// Text (any bytes; UTF-8 expected) → token ids. Special tokens in the text map to their id.
+  std::vector<uint32_t> encode(std::string_view text) const;
+  /// Like encode, but special-token strings are tokenized as ordinary text.
+  std::vector<uint32_t> encode_ordinary(std::string_view text) const;
+  /// Ids → the exact bytes they stand for (may be invalid UTF-8 if the ids end or start
+  /// inside a character). Error(Tokenizer) for an id >= vocab_size().
+  std::string decode(std::span<const uint32_t> ids) const;
+  /// The bytes of one token. Error(Tokenizer) for an id >= vocab_size().
+  std::string token_bytes(uint32_t id) const;
+
+  /// Number of ids (the largest id + 1): 50257 for GPT-2.
+  uint32_t vocab_size() const;
+  /// Id of a special token such as "<|endoftext|>", or -1 if the vocab has none by that name.
+  int64_t special_id(std::string_view token) const;
+  /// Id of "<|endoftext|>" (50256 for GPT-2), or -1 if absent.
+  int64_t eot_id() const { return special_id("<|endoftext|>"); }
+
+  struct Impl;  // defined in src/text/; public only so the implementation files can reach it
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// Turns a stream of ids into text, one id at a time, never splitting a UTF-8 character: a
+/// token may end in the middle of a multi-byte character, so push() holds back an incomplete
+/// trailing character until the tokens that complete it arrive.
+///
+/// Invalid UTF-8 (bytes that no continuation could make valid) is passed through unchanged
+/// rather than replaced with U+FFFD, so the concatenation of every push() and the final
+/// flush() is exactly decode(all ids).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(Tokenizer tokenizer) : tokenizer_(std::move(tokenizer)) {}
+  /// Adds one id; returns the text that became complete (possibly empty).
+  /// Error(Tokenizer) for an id >= vocab_size() (the decoder's state is then unchanged).
+  std::string push(uint32_t id);
+  /// Returns whatever is still held back (an incomplete character, at most 3 bytes) and resets.
+  std::string flush();
+
+ private:
+  Tokenizer tokenizer_;
+  std::string pending_;  // bytes of an incomplete trailing UTF-8 character
+};
+
+}  // namespace forge
