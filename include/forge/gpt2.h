@@ -1,0 +1,216 @@
+// GPT-2: configuration, weights, the forward pass (full, and prefill + KV-cache decode),
+// and evaluation (loss / perplexity).
+//
+// Shapes use B = batch, T = new tokens, S = positions attended to, C = n_embd,
+// H = n_head, hd = C / H, V = vocab_size, L = n_layer, P = n_ctx.
+// Every function validates its inputs and throws forge::Error whose message starts with the
+// function's name ("gpt2::Model::load: ...", "gpt2::Config: ...").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "forge/device.h"
+#include "forge/tensor.h"
+
+namespace forge::gpt2 {
+
+/// The architecture's sizes. Field names follow HF's GPT2Config.
+struct Config {
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t n_embd = 768;
+  int64_t n_ctx = 1024;  // positions (HF "n_positions"; older files "n_ctx")
+  int64_t vocab_size = 50257;
+  float eps = 1e-5f;       // LayerNorm epsilon (HF "layer_norm_epsilon")
+  int64_t bos_id = 50256;  // -1: none
+  int64_t eos_id = 50256;  // -1: none
+
+  /// "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl", and two small ones of forge's
+  /// own: "tiny" (2 layers, 2 heads, 64 wide, ctx 64, vocab 256, bos = eos = 255; for tests)
+  /// and "mini" (4 layers, 4 heads, 256 wide, ctx 256, GPT-2's vocab; for demos and
+  /// training from scratch). Error(Format) for any other name.
+  static Config preset(const std::string& name);
+  static std::vector<std::string> preset_names();
+
+  /// Parses HF's config.json text. Reads n_layer, n_head, n_embd, n_positions (else n_ctx),
+  /// vocab_size, layer_norm_epsilon, bos_token_id, eos_token_id; rejects a model_type other
+  /// than "gpt2", an activation other than the tanh GELU, n_inner != 4 n_embd, and the
+  /// attention variants forge does not implement (Error(Unsupported)). A bos/eos id outside
+  /// the vocabulary (HF's default 50256 in a small-vocab model) is stored as -1 (none).
+  /// Error(Format) for invalid JSON, missing or non-integer fields; then validate().
+  /// `source` names the text in messages (a path).
+  static Config from_json(const std::string& text, const std::string& source = "config.json");
+  /// Reads and parses a config.json file; Error(Io) if it cannot be read.
+  static Config from_json_file(const std::string& path);
+  /// HF config.json text (GPT2Config fields, tied embeddings) that transformers can load.
+  std::string to_json() const;
+
+  /// Error(Format) unless every size is positive and sane (n_embd % n_head == 0, sizes
+  /// below fixed caps so that no config can ask for unbounded memory, eps in (0, 1)).
+  void validate() const;
+
+  int64_t head_dim() const { return n_embd / n_head; }
+  /// Parameter count with the LM head tied to wte: V C + P C + L (12 C^2 + 13 C) + 2 C.
+  int64_t num_params() const;
+
+  bool operator==(const Config&) const = default;
+};
+
+/// One transformer block's weights. HF "Conv1D" layout: y = x @ W + b with W [in, out].
+struct LayerWeights {
+  Tensor ln_1_w, ln_1_b;  // [C]
+  Tensor attn_w;          // [C, 3C]  (q | k | v, heads contiguous in each)
+  Tensor attn_b;          // [3C]
+  Tensor attn_proj_w;     // [C, C]
+  Tensor attn_proj_b;     // [C]
+  Tensor ln_2_w, ln_2_b;  // [C]
+  Tensor fc_w;            // [C, 4C]
+  Tensor fc_b;            // [4C]
+  Tensor fc_proj_w;       // [4C, C]
+  Tensor fc_proj_b;       // [C]
+};
+
+/// All weights, F32, on the model's device.
+struct Weights {
+  /// Token embedding [V, C] split into row chunks (chunk i holds the rows after those of
+  /// chunks 0..i-1) so that no buffer exceeds the device's binding limit; one chunk on the
+  /// CPU. Also the tied LM head.
+  std::vector<Tensor> wte;
+  Tensor wpe;                        // [P, C]
+  std::vector<LayerWeights> layers;  // L blocks
+  Tensor ln_f_w, ln_f_b;             // [C]
+  /// An untied LM head [V, C] in row chunks like wte; empty when tied (the usual case).
+  std::vector<Tensor> lm_head;
+};
+
+/// How to place a model's weights.
+struct ModelOptions {
+  Device device = Device::cpu();
+  /// Rows per wte chunk. 0: the most rows whose bytes fit the device's max_binding_bytes
+  /// (all rows when the device has no limit). Set it to force chunking in tests.
+  int64_t wte_chunk_rows = 0;
+};
+
+class KVCache;
+
+/// Evaluation settings; see evaluate().
+struct EvalOptions {
+  int64_t window = 0;  // input tokens per window; 0: n_ctx
+  int64_t stride = 0;  // new targets scored per window, 1..window; 0: window
+};
+
+/// Evaluation of next-token prediction: loss = mean over targets i >= 1 of
+/// -log p(ids[i] | ids[..i)), in nats (HF's loss with labels = input_ids).
+struct EvalResult {
+  double loss = 0.0;
+  double perplexity = 0.0;  // exp(loss)
+  int64_t tokens = 0;       // input tokens
+  int64_t predictions = 0;  // scored targets (tokens - 1 per sequence)
+  int64_t windows = 0;      // forward passes used
+};
+
+class Model {
+ public:
+  /// Loads a model folder: config.json + model.safetensors, or a sharded checkpoint
+  /// (model.safetensors.index.json + shards). Tensor names with or without the
+  /// "transformer." prefix; F32, F16 or BF16 (converted to F32); F32 CPU tensors are used in
+  /// place from the mapped file where possible. "lm_head.weight" is used only when present
+  /// and different from wte. Errors: missing folder/files (Io), malformed files (Format),
+  /// a missing tensor or one whose shape does not match the config (Format).
+  static Model load(const std::string& dir, const ModelOptions& options);
+  static Model load(const std::string& dir, Device device = Device::cpu());
+
+  /// A freshly initialized model (GPT-2 init: weights and embeddings N(0, 0.02), the two
+  /// residual projections scaled by 1/sqrt(2 L), zero biases, unit LayerNorm weights).
+  /// Deterministic in `seed` on every machine.
+  static Model random(const Config& config, uint64_t seed, const ModelOptions& options);
+  static Model random(const Config& config, uint64_t seed = 0, Device device = Device::cpu());
+
+  /// Builds a model from weights already in place (training code, converters); checks
+  /// every shape against the config (Error(Format)) and that all are F32 on one device.
+  static Model from_weights(const Config& config, Weights weights);
+
+  /// Writes config.json + model.safetensors (F32, HF names without prefix, wte as one
+  /// tensor) into `dir`, creating it. Error(Io) if it cannot be written.
+  void save(const std::string& dir) const;
+
+  const Config& config() const { return config_; }
+  const Weights& weights() const { return weights_; }
+  Weights& weights() { return weights_; }
+  Device device() const { return device_; }
+  /// Parameter count of the weights held (num_params() of the config, plus an untied head).
+  int64_t num_params() const;
+
+  /// Full forward without a cache. ids: U32 [B, T] (or [T] as B = 1), any device; every id
+  /// < V; 1 <= T <= n_ctx. Returns logits [B, T, V] on the model's device.
+  Tensor forward(const Tensor& ids) const;
+
+  /// Forward of T new tokens per sequence that continue the sequences held by `cache`:
+  /// positions cache.length() .. cache.length() + T - 1. Appends their keys/values to the
+  /// cache and advances it. T > 1 is a prefill, T = 1 a decode step. ids: U32 [B, T] with
+  /// B = cache.batch(). Returns the logits of the last new position [B, V], or with
+  /// `all_logits` those of every new position [B, T, V].
+  /// Errors: Range if length + T exceeds the cache's capacity; Range for ids >= V; Shape for
+  /// a batch other than the cache's; Device if the cache belongs to another device.
+  /// On error the cache is left unchanged.
+  Tensor forward_cached(const Tensor& ids, KVCache& cache, bool all_logits = false) const;
+
+  /// Hidden states after the final LayerNorm, [B, T, C], without the LM head (for scoring
+  /// in slices). Same contract as forward().
+  Tensor hidden(const Tensor& ids) const;
+  /// Logits of hidden states: h [..., C] -> [..., V] (the tied or untied LM head).
+  Tensor lm_head(const Tensor& h) const;
+
+ private:
+  Config config_;
+  Weights weights_;
+  Device device_ = Device::cpu();
+};
+
+/// Per-layer key and value caches of a batch of sequences, preallocated once:
+/// K, V: [B * H, capacity, hd] on the model's device. Reused across steps (and across
+/// prompts through reset()); decoding never reallocates them.
+class KVCache {
+ public:
+  /// capacity 0 means n_ctx. Errors: batch < 1, capacity < 0 or > n_ctx (Range).
+  KVCache(const Model& model, int64_t batch, int64_t capacity = 0);
+
+  int64_t batch() const { return batch_; }
+  int64_t capacity() const { return capacity_; }
+  /// Positions already held (the next token's position).
+  int64_t length() const { return length_; }
+  Device device() const { return device_; }
+  /// Forgets the cached positions (keeps the buffers).
+  void reset() { length_ = 0; }
+
+  /// Layer l's caches [B * H, capacity, hd]; the first length() rows per group are valid.
+  const Tensor& k(int64_t layer) const { return k_.at(static_cast<size_t>(layer)); }
+  const Tensor& v(int64_t layer) const { return v_.at(static_cast<size_t>(layer)); }
+
+ private:
+  friend class Model;
+  int64_t batch_ = 0, capacity_ = 0, length_ = 0;
+  int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0;
+  Device device_ = Device::cpu();
+  std::vector<Tensor> k_, v_;
+};
+
+/// Loss and perplexity of one token sequence (>= 2 tokens). Sequences longer than the
+/// window are scored in windows: window k holds `window` input tokens and scores the next
+/// `stride` targets not scored yet, the tokens before them in the window serving as
+/// context. With stride == window (the default) the input windows tile the sequence
+/// without overlap and every target i >= 1 is scored exactly once, target k*W+j+1 seeing the
+/// j+1 tokens of its own window; a smaller stride gives each target more context at more
+/// cost. A sequence of at most window + 1 tokens uses one pass, identical to HF's loss.
+/// Errors: fewer than 2 tokens, ids >= V (Range), window outside [1, n_ctx], stride outside
+/// [1, window].
+EvalResult evaluate(const Model& model, const std::vector<uint32_t>& ids,
+                    const EvalOptions& options = {});
+
+/// Loss over a batch of equal-length sequences: ids U32 [B, T], 2 <= T <= n_ctx; the mean
+/// over all B (T - 1) targets.
+EvalResult evaluate(const Model& model, const Tensor& ids);
+
+}  // namespace forge::gpt2
