@@ -26,6 +26,9 @@ struct Config {
   float eps = 1e-5f;       // LayerNorm epsilon (HF "layer_norm_epsilon")
   int64_t bos_id = 50256;  // -1: none
   int64_t eos_id = 50256;  // -1: none
+  /// The LM head is wte (HF "tie_word_embeddings"). When false, the weights must hold an
+  /// own lm_head.weight.
+  bool tie_word_embeddings = true;
 
   /// "gpt2" (124M), "gpt2-medium", "gpt2-large", "gpt2-xl", and two small ones of forge's
   /// own: "tiny" (2 layers, 2 heads, 64 wide, ctx 64, vocab 256, bos = eos = 255; for tests)
@@ -52,7 +55,7 @@ struct Config {
   void validate() const;
 
   int64_t head_dim() const { return n_embd / n_head; }
-  /// Parameter count with the LM head tied to wte: V C + P C + L (12 C^2 + 13 C) + 2 C.
+  /// Parameter count: V C + P C + L (12 C^2 + 13 C) + 2 C, plus V C for an untied head.
   int64_t num_params() const;
 
   bool operator==(const Config&) const = default;
@@ -81,7 +84,8 @@ struct Weights {
   Tensor wpe;                        // [P, C]
   std::vector<LayerWeights> layers;  // L blocks
   Tensor ln_f_w, ln_f_b;             // [C]
-  /// An untied LM head [V, C] in row chunks like wte; empty when tied (the usual case).
+  /// An untied LM head [V, C] in row chunks like wte; empty when tied (the usual case,
+  /// config.tie_word_embeddings).
   std::vector<Tensor> lm_head;
 };
 
@@ -117,8 +121,9 @@ class Model {
   /// (model.safetensors.index.json + shards). Tensor names with or without the
   /// "transformer." prefix; F32, F16 or BF16 (converted to F32); F32 CPU tensors are used in
   /// place from the mapped file where possible. "lm_head.weight" is used only when present
-  /// and different from wte. Errors: missing folder/files (Io), malformed files (Format),
-  /// a missing tensor or one whose shape does not match the config (Format).
+  /// and different from wte (the loaded config then says tie_word_embeddings = false); a
+  /// config with tie_word_embeddings = false needs it. Errors: missing folder/files (Io), malformed
+  /// files (Format), a missing tensor or one whose shape does not match the config (Format).
   static Model load(const std::string& dir, const ModelOptions& options);
   static Model load(const std::string& dir, Device device = Device::cpu());
 
@@ -129,7 +134,8 @@ class Model {
   static Model random(const Config& config, uint64_t seed = 0, Device device = Device::cpu());
 
   /// Builds a model from weights already in place (training code, converters); checks
-  /// every shape against the config (Error(Format)) and that all are F32 on one device.
+  /// every shape against the config (Error(Format)) and that all are F32 on one device;
+  /// weights.lm_head must be empty exactly when config.tie_word_embeddings.
   static Model from_weights(const Config& config, Weights weights);
 
   /// Writes config.json + model.safetensors (F32, HF names without prefix, wte as one
@@ -140,8 +146,7 @@ class Model {
   const Weights& weights() const { return weights_; }
   Weights& weights() { return weights_; }
   Device device() const { return device_; }
-  /// Parameter count of the weights held (num_params() of the config, plus an untied head).
-  int64_t num_params() const;
+  int64_t num_params() const { return config_.num_params(); }
 
   /// Full forward without a cache. ids: U32 [B, T] (or [T] as B = 1), any device; every id
   /// < V; 1 <= T <= n_ctx. Returns logits [B, T, V] on the model's device.
@@ -164,6 +169,11 @@ class Model {
   Tensor lm_head(const Tensor& h) const;
 
  private:
+  // The one forward pass behind forward/forward_cached/hidden: ids [B, T] at positions
+  // pos.. (pos = cache ? cache->length() : 0); returns hidden states after ln_f
+  // (`head` false) or logits; of every position (`all`) or only the last one ([B, *]).
+  Tensor run(const Tensor& ids, KVCache* cache, bool head, bool all, const char* fn) const;
+
   Config config_;
   Weights weights_;
   Device device_ = Device::cpu();

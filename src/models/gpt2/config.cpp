@@ -102,7 +102,8 @@ void Config::validate() const {
 int64_t Config::num_params() const {
   // The per-field caps keep every product here far below 2^63.
   const int64_t C = n_embd;
-  return vocab_size * C + n_ctx * C + n_layer * (12 * C * C + 13 * C) + 2 * C;
+  return vocab_size * C * (tie_word_embeddings ? 1 : 2) + n_ctx * C +
+         n_layer * (12 * C * C + 13 * C) + 2 * C;
 }
 
 Config Config::from_json(const std::string& text, const std::string& source) {
@@ -143,6 +144,7 @@ Config Config::from_json(const std::string& text, const std::string& source) {
   required("vocab_size", c.vocab_size);
   if (!read_int(j, "n_positions", source, c.n_ctx) && !read_int(j, "n_ctx", source, c.n_ctx))
     fail(ErrorKind::Format, source + ": missing \"n_positions\" (or \"n_ctx\")");
+  c.tie_word_embeddings = read_bool(j, "tie_word_embeddings", source, true);
   int64_t n_inner = 0;
   if (read_int(j, "n_inner", source, n_inner) && n_inner != 4 * c.n_embd)
     fail(ErrorKind::Unsupported,
@@ -206,7 +208,7 @@ std::string Config::to_json() const {
   j["embd_pdrop"] = 0.1;
   j["attn_pdrop"] = 0.1;
   j["scale_attn_weights"] = true;
-  j["tie_word_embeddings"] = true;
+  j["tie_word_embeddings"] = tie_word_embeddings;
   j["bos_token_id"] = bos_id >= 0 ? nlohmann::ordered_json(bos_id) : nlohmann::ordered_json();
   j["eos_token_id"] = eos_id >= 0 ? nlohmann::ordered_json(eos_id) : nlohmann::ordered_json();
   j["torch_dtype"] = "float32";

@@ -1,0 +1,171 @@
+// The GPT-2 forward pass: one code path for the full forward, prefill and KV-cache decode.
+//
+//   x = wte[ids] + wpe[pos..pos+T)                       x: [B, T, C]
+//   per block:  x += attn(ln_1(x));  x += mlp(ln_2(x))
+//   logits = ln_f(x) @ wte^T (tied; chunk by chunk)      logits: [B, T, V] or last [B, V]
+//
+// Everything runs through the ops in ops.h, so the same code serves every backend.
+#include <cmath>
+#include <string>
+
+#include "forge/error.h"
+#include "forge/gpt2.h"
+#include "forge/ops.h"
+
+namespace forge::gpt2 {
+namespace {
+
+[[noreturn]] void fail(const char* fn, ErrorKind kind, const std::string& what) {
+  throw Error(kind, std::string(fn) + ": " + what);
+}
+
+/// Checks ids ([B, T] or [T]) and returns them as [B, T]. Reads them to the host once to
+/// range-check every id (ids are tiny next to a forward pass).
+Tensor checked_ids(const Tensor& ids, const Config& c, const char* fn) {
+  if (!ids.defined()) fail(fn, ErrorKind::Shape, "ids is an undefined tensor");
+  if (ids.dtype() != DType::U32)
+    fail(fn, ErrorKind::DType, std::string("ids must be u32, got ") + dtype_name(ids.dtype()));
+  if (ids.rank() != 1 && ids.rank() != 2)
+    fail(fn, ErrorKind::Shape, "ids must be [B, T] or [T], got " + ids.shape().str());
+  const Tensor ids2 = ids.rank() == 1 ? ids.reshape({1, ids.dim(0)}) : ids;
+  if (ids2.dim(0) < 1 || ids2.dim(1) < 1)
+    fail(fn, ErrorKind::Shape, "ids " + ids.shape().str() + " holds no tokens");
+  const std::vector<uint32_t> host = ids2.to_vector<uint32_t>();
+  for (size_t i = 0; i < host.size(); ++i) {
+    if (static_cast<int64_t>(host[i]) >= c.vocab_size) {
+      const int64_t T = ids2.dim(1);
+      fail(fn, ErrorKind::Range,
+           "token id " + std::to_string(host[i]) + " at [" + std::to_string(i / T) + ", " +
+               std::to_string(i % T) +
+               "] is outside the vocabulary (vocab_size = " + std::to_string(c.vocab_size) + ")");
+    }
+  }
+  return ids2;
+}
+
+}  // namespace
+
+Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, const char* fn) const {
+  const Config& c = config_;
+  const Tensor ids_checked = checked_ids(ids_in, c, fn);
+  const int64_t B = ids_checked.dim(0), T = ids_checked.dim(1);
+  const int64_t C = c.n_embd, H = c.n_head, hd = c.head_dim();
+  const int64_t pos = cache ? cache->length_ : 0;
+  if (cache) {
+    if (cache->n_layer_ != c.n_layer || cache->n_head_ != H || cache->head_dim_ != hd)
+      fail(fn, ErrorKind::Shape, "the KV cache was made for another model shape");
+    if (cache->device_ != device_)
+      fail(fn, ErrorKind::Device,
+           "the KV cache is on " + cache->device_.str() + ", the model on " + device_.str());
+    if (B != cache->batch_)
+      fail(fn, ErrorKind::Shape,
+           "ids have batch " + std::to_string(B) + ", the KV cache holds " +
+               std::to_string(cache->batch_) + " sequences");
+    if (pos + T > cache->capacity_)
+      fail(fn, ErrorKind::Range,
+           "kv cache overflow: " + std::to_string(pos) + " cached + " + std::to_string(T) +
+               " new tokens exceed its capacity of " + std::to_string(cache->capacity_));
+  }
+  if (pos + T > c.n_ctx)
+    fail(fn, ErrorKind::Range,
+         "context overflow: " + std::to_string(pos + T) + " positions exceed n_ctx = " +
+             std::to_string(c.n_ctx) + " (truncate the input or evaluate in windows)");
+  const Tensor ids = ids_checked.device() == device_ ? ids_checked : ids_checked.to(device_);
+  const Weights& w = weights_;
+
+  // x: [B, T, C] = token embedding + position embedding (rows pos..pos+T of wpe, added per
+  // sequence: a view, no gather needed).
+  Tensor x = w.wte.size() == 1 ? embedding(ids, w.wte[0]) : embedding_chunked(ids, w.wte);
+  const Tensor pe = w.wpe.narrow_rows(pos, T);  // [T, C]
+  for (int64_t b = 0; b < B; ++b) {
+    Tensor xb = x.narrow_rows(b, 1).reshape({T, C});
+    add_(xb, pe);
+  }
+  Tensor x2 = x.reshape({B * T, C});  // the residual stream as rows, same storage
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t S = pos + T;  // positions attended to
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    // --- attention ---
+    const Tensor h = layernorm(x2, L.ln_1_w, L.ln_1_b, c.eps);  // [B*T, C]
+    const Tensor qkv = matmul(h, L.attn_w, {}, L.attn_b).reshape({B, T, 3 * C});
+    const Tensor q = split_heads(qkv, H, 0);  // [B*H, T, hd]
+    Tensor k = split_heads(qkv, H, 1);
+    Tensor v = split_heads(qkv, H, 2);
+    MatmulSpec qk{.trans_a = false, .trans_b = true, .alpha = scale, .b_rows = 0};
+    MatmulSpec pv{};
+    if (cache) {
+      // Keys/values of the new positions go to rows pos.. of the preallocated caches;
+      // attention then reads the first S rows of each (b_rows), no copy.
+      kv_append(cache->k_[static_cast<size_t>(l)], k, pos);
+      kv_append(cache->v_[static_cast<size_t>(l)], v, pos);
+      k = cache->k_[static_cast<size_t>(l)];
+      v = cache->v_[static_cast<size_t>(l)];
+      qk.b_rows = S;
+      pv.b_rows = S;
+    }
+    const Tensor att = matmul(q, k, qk);                // [B*H, T, S]
+    const Tensor p = softmax(att, true, pos);           // row i sees columns <= pos + i
+    const Tensor y = merge_heads(matmul(p, v, pv), H);  // [B*H, T, hd] -> [B, T, C]
+    add_(x2, matmul(y.reshape({B * T, C}), L.attn_proj_w, {}, L.attn_proj_b));
+    // --- MLP ---
+    const Tensor h2 = layernorm(x2, L.ln_2_w, L.ln_2_b, c.eps);
+    const Tensor f = gelu(matmul(h2, L.fc_w, {}, L.fc_b));  // [B*T, 4C]
+    add_(x2, matmul(f, L.fc_proj_w, {}, L.fc_proj_b));
+  }
+  if (cache) cache->length_ = S;
+
+  // Only the last position of each sequence is needed for the next token: select it
+  // before ln_f and the LM head (the head is the largest matmul of a decode step).
+  Tensor rows = x2;
+  if (!all) {
+    if (B == 1) {
+      rows = x2.narrow_rows(T - 1, 1);
+    } else {
+      rows = Tensor::empty({B, C}, DType::F32, device_);
+      for (int64_t b = 0; b < B; ++b) {
+        Tensor dst = rows.narrow_rows(b, 1);
+        dst.copy_from(x2.narrow_rows(b * T + T - 1, 1));
+      }
+    }
+  }
+  const Tensor hf = layernorm(rows, w.ln_f_w, w.ln_f_b, c.eps);  // [B*T or B, C]
+  const Tensor out = head ? lm_head(hf) : hf;
+  const int64_t width = head ? c.vocab_size : C;
+  return all ? out.reshape({B, T, width}) : out.reshape({B, width});
+}
+
+Tensor Model::lm_head(const Tensor& h) const {
+  const char* fn = "gpt2::Model::lm_head";
+  if (!h.defined() || h.dtype() != DType::F32 || h.rank() < 1 || h.dim(-1) != config_.n_embd)
+    fail(fn, ErrorKind::Shape,
+         "h must be f32 [..., " + std::to_string(config_.n_embd) + "], got " +
+             (h.defined() ? h.str() : "an undefined tensor"));
+  if (h.device() != device_)
+    fail(fn, ErrorKind::Device, "h is on " + h.device().str() + ", the model on " + device_.str());
+  const std::vector<Tensor>& table = weights_.lm_head.empty() ? weights_.wte : weights_.lm_head;
+  if (table.size() == 1) {
+    // logits = h @ wte^T; h as rows [R, C].
+    const Tensor h2 = h.reshape({h.shape().rows(), config_.n_embd});
+    std::vector<int64_t> dims = h.shape().dims();
+    dims.back() = config_.vocab_size;
+    return matmul(h2, table[0], {.trans_a = false, .trans_b = true, .alpha = 1.0f, .b_rows = 0})
+        .reshape(Shape(dims));
+  }
+  return matmul_chunked_transb(h, table);
+}
+
+Tensor Model::forward(const Tensor& ids) const {
+  return run(ids, nullptr, true, true, "gpt2::Model::forward");
+}
+
+Tensor Model::hidden(const Tensor& ids) const {
+  return run(ids, nullptr, false, true, "gpt2::Model::hidden");
+}
+
+Tensor Model::forward_cached(const Tensor& ids, KVCache& cache, bool all_logits) const {
+  return run(ids, &cache, true, all_logits, "gpt2::Model::forward_cached");
+}
+
+}  // namespace forge::gpt2

@@ -1,0 +1,360 @@
+// GPT-2 weights: loading a model folder (HF names, Conv1D layout, tied or untied head,
+// one file or shards, F32/F16/BF16), random GPT-2 init, building from given weights, and
+// saving a model folder that HF transformers can load.
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+
+#include "forge/backend.h"
+#include "forge/error.h"
+#include "forge/gpt2.h"
+#include "forge/safetensors.h"
+
+namespace forge::gpt2 {
+namespace {
+
+[[noreturn]] void fail(const char* fn, ErrorKind kind, const std::string& what) {
+  throw Error(kind, std::string(fn) + ": " + what);
+}
+
+/// Every weight of a config with its HF name (no prefix) and expected shape, in HF's order.
+/// `slot` points into `w` so that loading and init fill the same table.
+struct Entry {
+  std::string name;
+  Shape shape;
+  Tensor* slot;      // nullptr for wte (chunked separately)
+  bool residual;     // a residual projection (init scaled by 1/sqrt(2 L))
+  bool layernorm_w;  // init to ones
+  bool bias;         // init to zeros
+};
+
+std::vector<Entry> entries(const Config& c, Weights& w) {
+  const int64_t C = c.n_embd;
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  std::vector<Entry> e;
+  e.push_back({"wte.weight", Shape{c.vocab_size, C}, nullptr, false, false, false});
+  e.push_back({"wpe.weight", Shape{c.n_ctx, C}, &w.wpe, false, false, false});
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const std::string p = "h." + std::to_string(l) + ".";
+    e.push_back({p + "ln_1.weight", Shape{C}, &L.ln_1_w, false, true, false});
+    e.push_back({p + "ln_1.bias", Shape{C}, &L.ln_1_b, false, false, true});
+    e.push_back({p + "attn.c_attn.weight", Shape{C, 3 * C}, &L.attn_w, false, false, false});
+    e.push_back({p + "attn.c_attn.bias", Shape{3 * C}, &L.attn_b, false, false, true});
+    e.push_back({p + "attn.c_proj.weight", Shape{C, C}, &L.attn_proj_w, true, false, false});
+    e.push_back({p + "attn.c_proj.bias", Shape{C}, &L.attn_proj_b, false, false, true});
+    e.push_back({p + "ln_2.weight", Shape{C}, &L.ln_2_w, false, true, false});
+    e.push_back({p + "ln_2.bias", Shape{C}, &L.ln_2_b, false, false, true});
+    e.push_back({p + "mlp.c_fc.weight", Shape{C, 4 * C}, &L.fc_w, false, false, false});
+    e.push_back({p + "mlp.c_fc.bias", Shape{4 * C}, &L.fc_b, false, false, true});
+    e.push_back({p + "mlp.c_proj.weight", Shape{4 * C, C}, &L.fc_proj_w, true, false, false});
+    e.push_back({p + "mlp.c_proj.bias", Shape{C}, &L.fc_proj_b, false, false, true});
+  }
+  e.push_back({"ln_f.weight", Shape{C}, &w.ln_f_w, false, true, false});
+  e.push_back({"ln_f.bias", Shape{C}, &w.ln_f_b, false, false, true});
+  return e;
+}
+
+/// Rows per chunk of a [V, C] F32 table on `device`.
+int64_t chunk_rows(const Config& c, const ModelOptions& o, const char* fn) {
+  if (o.wte_chunk_rows < 0)
+    fail(fn, ErrorKind::Range, "wte_chunk_rows = " + std::to_string(o.wte_chunk_rows) + " < 0");
+  if (o.wte_chunk_rows > 0) return std::min(o.wte_chunk_rows, c.vocab_size);
+  const uint64_t limit = backend_for(o.device).info().max_binding_bytes;
+  if (limit == 0) return c.vocab_size;
+  const uint64_t row_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
+  const int64_t rows = static_cast<int64_t>(limit / row_bytes);
+  if (rows < 1)
+    fail(fn, ErrorKind::Unsupported,
+         "one embedding row (" + std::to_string(row_bytes) +
+             " bytes) exceeds the device's binding limit of " + std::to_string(limit) + " bytes");
+  return std::min(rows, c.vocab_size);
+}
+
+/// Splits a [V, C] table into row chunks on `device`. On the table's own device the chunks
+/// are views (no copy); otherwise each chunk is copied over separately, so that no buffer
+/// larger than a chunk is ever allocated there.
+std::vector<Tensor> split_rows(const Tensor& table, int64_t rows, Device device) {
+  std::vector<Tensor> chunks;
+  const int64_t V = table.dim(0);
+  for (int64_t r = 0; r < V; r += rows) {
+    Tensor view = table.narrow_rows(r, std::min(rows, V - r));
+    chunks.push_back(view.device() == device ? view : view.to(device));
+  }
+  return chunks;
+}
+
+/// Concatenates row chunks into one host tensor (for saving).
+Tensor concat_rows(const std::vector<Tensor>& chunks) {
+  if (chunks.size() == 1) return chunks[0];
+  int64_t V = 0;
+  for (const Tensor& c : chunks) V += c.dim(0);
+  const int64_t C = chunks[0].dim(1);
+  Tensor out = Tensor::empty({V, C}, DType::F32, Device::cpu());
+  int64_t r = 0;
+  for (const Tensor& c : chunks) {
+    Tensor dst = out.narrow_rows(r, c.dim(0));
+    dst.copy_from(c);
+    r += c.dim(0);
+  }
+  return out;
+}
+
+// --- deterministic N(0, 1) samples: a counter-based generator, so that every tensor (and
+// every element) gets the same value on every machine and in any order ---------------------
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// Fills host floats with std * N(0, 1): element pair (2i, 2i+1) from one Box-Muller draw
+/// of the 64-bit hash of (stream, i).
+void fill_normal(float* x, int64_t n, uint64_t stream, double stddev) {
+  constexpr double kTwoPi = 6.283185307179586;
+  for (int64_t i = 0; i < n; i += 2) {
+    const uint64_t h = splitmix64(stream ^ splitmix64(static_cast<uint64_t>(i / 2)));
+    // Two 32-bit uniforms; u1 in (0, 1] so that log(u1) is finite.
+    const double u1 = (static_cast<double>(h >> 32) + 1.0) * (1.0 / 4294967296.0);
+    const double u2 = static_cast<double>(h & 0xFFFFFFFFULL) * (1.0 / 4294967296.0);
+    const double r = std::sqrt(-2.0 * std::log(u1)) * stddev;
+    x[i] = static_cast<float>(r * std::cos(kTwoPi * u2));
+    if (i + 1 < n) x[i + 1] = static_cast<float>(r * std::sin(kTwoPi * u2));
+  }
+}
+
+Tensor load_tensor(const TensorDirectory& dir, const std::string& name, Device device) {
+  return dir.load(name, device);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+
+Model Model::load(const std::string& dir, Device device) {
+  ModelOptions o;
+  o.device = device;
+  return load(dir, o);
+}
+
+Model Model::load(const std::string& dir, const ModelOptions& options) {
+  const char* fn = "gpt2::Model::load";
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail(fn, ErrorKind::Io, "no model folder at " + dir);
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  if (!fs::exists(config_path, ec))
+    fail(fn, ErrorKind::Io,
+         "missing " + config_path +
+             " (a model folder holds config.json "
+             "and model.safetensors)");
+  try {
+    Config config = Config::from_json_file(config_path);
+    const int64_t rows = chunk_rows(config, options, fn);
+    const TensorDirectory files = TensorDirectory::open(dir);
+
+    // HF writes names with a "transformer." prefix (GPT2LMHeadModel) or without (GPT2Model);
+    // accept either, name by name.
+    auto resolve = [&](const std::string& name) -> std::optional<std::string> {
+      for (const std::string& n : {"transformer." + name, name})
+        if (files.contains(n)) return n;
+      return std::nullopt;
+    };
+    auto fetch = [&](const std::string& name, const Shape& shape, Device device) {
+      const std::optional<std::string> found = resolve(name);
+      if (!found)
+        fail(fn, ErrorKind::Format,
+             dir + ": missing tensor \"" + name +
+                 "\" (n_layer = " + std::to_string(config.n_layer) + " in config.json)");
+      const TensorInfo& info = files.info(*found);
+      if (info.shape != shape)
+        fail(fn, ErrorKind::Format,
+             dir + ": tensor \"" + *found + "\" has shape " + info.shape.str() +
+                 ", config.json implies " + shape.str());
+      if (info.dtype != "F32" && info.dtype != "F16" && info.dtype != "BF16")
+        fail(fn, ErrorKind::Unsupported,
+             dir + ": tensor \"" + *found + "\" has dtype " + info.dtype +
+                 " (forge loads F32, F16, BF16)");
+      return load_tensor(files, *found, device);
+    };
+
+    Weights w;
+    std::vector<Entry> table = entries(config, w);
+    for (const Entry& e : table) {
+      if (!e.slot) continue;
+      *e.slot = fetch(e.name, e.shape, options.device);
+    }
+    // wte: mapped (zero-copy when F32) on the host, then split; on the CPU the chunks are
+    // views of the one mapped table.
+    const Shape vc{config.vocab_size, config.n_embd};
+    const Tensor wte = fetch("wte.weight", vc, Device::cpu());
+    w.wte = split_rows(wte, rows, options.device);
+
+    // An explicit LM head counts only when it differs from wte (HF often stores the tied
+    // copy; older exports carry it too).
+    if (files.contains("lm_head.weight")) {
+      const TensorInfo& info = files.info("lm_head.weight");
+      if (info.shape != vc)
+        fail(fn, ErrorKind::Format,
+             dir + ": tensor \"lm_head.weight\" has shape " + info.shape.str() + ", expected " +
+                 vc.str());
+      const std::string wte_name = *resolve("wte.weight");
+      const auto a = files.file_of("lm_head.weight").raw("lm_head.weight");
+      const auto b = files.file_of(wte_name).raw(wte_name);
+      const bool same_bytes = info.dtype == files.info(wte_name).dtype && a.size() == b.size() &&
+                              std::memcmp(a.data(), b.data(), a.size()) == 0;
+      if (!same_bytes) {
+        const Tensor head = fetch("lm_head.weight", vc, Device::cpu());
+        w.lm_head = split_rows(head, rows, options.device);
+      }
+    } else if (!config.tie_word_embeddings) {
+      fail(fn, ErrorKind::Format,
+           dir +
+               ": config.json says tie_word_embeddings = false but "
+               "there is no tensor \"lm_head.weight\"");
+    }
+    config.tie_word_embeddings = w.lm_head.empty();
+    return from_weights(config, std::move(w));
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind(fn, 0) == 0) throw;
+    throw Error(e.kind(), std::string(fn) + ": " + msg);
+  }
+}
+
+Model Model::random(const Config& config, uint64_t seed, Device device) {
+  ModelOptions o;
+  o.device = device;
+  return random(config, seed, o);
+}
+
+Model Model::random(const Config& config, uint64_t seed, const ModelOptions& options) {
+  const char* fn = "gpt2::Model::random";
+  try {
+    config.validate();
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(fn) + ": " + e.what());
+  }
+  const int64_t rows = chunk_rows(config, options, fn);
+  const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  Weights w;
+  std::vector<Entry> table = entries(config, w);
+  // Tensor k of the table draws from its own stream, so that sizes of one tensor never
+  // shift the values of another.
+  uint64_t k = 0;
+  for (const Entry& e : table) {
+    const uint64_t stream = splitmix64(seed ^ splitmix64(0xF0F0ULL + k++));
+    Tensor host = Tensor::empty(e.shape, DType::F32, Device::cpu());
+    float* x = host.data<float>();
+    const int64_t n = host.numel();
+    if (e.layernorm_w) {
+      std::fill(x, x + n, 1.0f);
+    } else if (e.bias) {
+      std::fill(x, x + n, 0.0f);
+    } else {
+      fill_normal(x, n, stream, e.residual ? resid_std : 0.02);
+    }
+    if (e.slot) {
+      *e.slot = options.device.is_cpu() ? host : host.to(options.device);
+    } else {
+      w.wte = split_rows(host, rows, options.device);
+    }
+  }
+  if (!config.tie_word_embeddings) {
+    Tensor host = Tensor::empty({config.vocab_size, config.n_embd}, DType::F32, Device::cpu());
+    fill_normal(host.data<float>(), host.numel(), splitmix64(seed ^ splitmix64(0xF0F0ULL + k)),
+                0.02);
+    w.lm_head = split_rows(host, rows, options.device);
+  }
+  return from_weights(config, std::move(w));
+}
+
+Model Model::from_weights(const Config& config, Weights weights) {
+  const char* fn = "gpt2::Model::from_weights";
+  try {
+    config.validate();
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(fn) + ": " + e.what());
+  }
+  Device device = weights.wpe.defined() ? weights.wpe.device() : Device::cpu();
+  auto check = [&](const std::string& name, const Tensor& t, const Shape& shape) {
+    if (!t.defined()) fail(fn, ErrorKind::Format, "weight " + name + " is missing");
+    if (t.dtype() != DType::F32)
+      fail(fn, ErrorKind::DType, "weight " + name + " must be f32, got " + dtype_name(t.dtype()));
+    if (t.shape() != shape)
+      fail(fn, ErrorKind::Format,
+           "weight " + name + " has shape " + t.shape().str() + ", expected " + shape.str());
+    if (t.device() != device)
+      fail(fn, ErrorKind::Device,
+           "weight " + name + " is on " + t.device().str() + ", the others on " + device.str());
+  };
+  if (weights.layers.size() != static_cast<size_t>(config.n_layer))
+    fail(fn, ErrorKind::Format,
+         std::to_string(weights.layers.size()) +
+             " layers for n_layer = " + std::to_string(config.n_layer));
+  // Check every table entry against the config, reusing the name/shape table.
+  Weights probe = weights;
+  for (const Entry& e : entries(config, probe))
+    if (e.slot) check(e.name, *e.slot, e.shape);
+  auto check_chunks = [&](const std::string& name, const std::vector<Tensor>& chunks) {
+    int64_t rows = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const Tensor& c = chunks[i];
+      const std::string n = name + " chunk " + std::to_string(i);
+      if (!c.defined() || c.rank() != 2)
+        fail(fn, ErrorKind::Format, n + " must be a [rows, n_embd] tensor");
+      check(n, c, Shape{c.dim(0), config.n_embd});
+      if (c.dim(0) < 1) fail(fn, ErrorKind::Format, n + " is empty");
+      rows += c.dim(0);
+    }
+    if (rows != config.vocab_size)
+      fail(fn, ErrorKind::Format,
+           name + " chunks hold " + std::to_string(rows) +
+               " rows, vocab_size = " + std::to_string(config.vocab_size));
+  };
+  check_chunks("wte.weight", weights.wte);
+  if (config.tie_word_embeddings != weights.lm_head.empty())
+    fail(fn, ErrorKind::Format,
+         config.tie_word_embeddings
+             ? "lm_head weights given but config.tie_word_embeddings is true"
+             : "config.tie_word_embeddings is false but no lm_head weights are given");
+  if (!weights.lm_head.empty()) check_chunks("lm_head.weight", weights.lm_head);
+  Model m;
+  m.config_ = config;
+  m.weights_ = std::move(weights);
+  m.device_ = device;
+  return m;
+}
+
+void Model::save(const std::string& dir) const {
+  const char* fn = "gpt2::Model::save";
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir))
+    fail(fn, ErrorKind::Io, "cannot create folder " + dir + (ec ? ": " + ec.message() : ""));
+  NamedTensors named;
+  Weights w = weights_;
+  for (const Entry& e : entries(config_, w)) {
+    named.emplace_back(e.name, e.slot ? *e.slot : concat_rows(weights_.wte));
+  }
+  if (!weights_.lm_head.empty())
+    named.emplace_back("lm_head.weight", concat_rows(weights_.lm_head));
+  try {
+    save_safetensors((fs::path(dir) / "model.safetensors").string(), named, {{"format", "pt"}});
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(fn) + ": " + e.what());
+  }
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  std::ofstream f(config_path, std::ios::binary | std::ios::trunc);
+  f << config_.to_json();
+  f.close();
+  if (!f) fail(fn, ErrorKind::Io, "cannot write " + config_path);
+}
+
+}  // namespace forge::gpt2
