@@ -68,7 +68,10 @@ class Pool {
  private:
   void start(int n) {
     stopping_ = false;
-    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i] { loop(i); });
+    // The generation is read here, not in the new thread: a thread that starts late would
+    // otherwise miss a run() or stop() issued meanwhile and wait forever (a hang at exit).
+    const uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, gen] { loop(i, gen); });
   }
 
   void stop() {
@@ -98,8 +101,7 @@ class Pool {
     t_inside_task = was_inside;
   }
 
-  void loop(int id) {
-    uint64_t seen = generation_.load(std::memory_order_acquire);
+  void loop(int id, uint64_t seen) {
     for (;;) {
       // Spin a little, then sleep.
       uint64_t g = generation_.load(std::memory_order_acquire);
