@@ -1,14 +1,54 @@
-// matmul kernels on the CPU (placeholder: replaced by the packed GEMM).
+// matmul kernels on the CPU: translate the validated tensors into a gemm::Problem (strides,
+// layouts, the b_rows cut) and hand it to the GEMM engine (gemm.h).
 #include "backend/cpu/cpu_backend.h"
-#include "forge/error.h"
+#include "backend/cpu/gemm.h"
 
 namespace forge::cpu {
 
-void CpuBackend::matmul(const Tensor&, const Tensor&, const Tensor&, const MatmulSpec&, Tensor&) {
-  throw Error(ErrorKind::Unsupported, "matmul: not implemented on cpu yet");
+// a: [M, K] | [B, M, K] (trans_a: [K, M] | [B, K, M]); b: [K, N] | [B, K, N] (trans_b:
+// [N, K] | [B, N, K]), of which only the first b_rows stored rows are used when b_rows > 0;
+// out: [M, N] | [B, M, N]. Shapes were validated by ops/matmul.cpp.
+void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
+                        const MatmulSpec& spec, Tensor& out) {
+  gemm::Problem p;
+  p.batch = out.rank() == 3 ? out.dim(0) : 1;
+  p.M = out.dim(-2);
+  p.N = out.dim(-1);
+  p.K = spec.trans_a ? a.dim(-2) : a.dim(-1);
+  p.a = a.data<float>();
+  p.lda = a.dim(-1);
+  p.stride_a = a.rank() == 3 ? a.dim(-2) * a.dim(-1) : 0;
+  p.trans_a = spec.trans_a;
+  p.b = b.data<float>();
+  p.ldb = b.dim(-1);
+  // The batch stride is the full stored matrix even when b_rows cuts it (the KV cache).
+  p.stride_b = b.rank() == 3 ? b.dim(-2) * b.dim(-1) : 0;
+  p.trans_b = spec.trans_b;
+  p.c = out.data<float>();
+  p.ldc = p.N;
+  p.stride_c = p.M * p.N;
+  p.alpha = spec.alpha;
+  p.bias = bias.defined() ? bias.data<float>() : nullptr;
+  gemm::run(p);
 }
-void CpuBackend::matmul_transb_into(const Tensor&, const Tensor&, float, int64_t, Tensor&) {
-  throw Error(ErrorKind::Unsupported, "matmul_chunked_transb: not implemented on cpu yet");
+
+// a: [R, K]; chunk: [V, K]; out: [R, Vtotal], of which columns [col_begin, col_begin + V)
+// are written: out[r, col_begin + j] = alpha * dot(a[r, :], chunk[j, :]).
+void CpuBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,
+                                    int64_t col_begin, Tensor& out) {
+  gemm::Problem p;
+  p.M = a.dim(0);
+  p.K = a.dim(1);
+  p.N = chunk.dim(0);
+  p.a = a.data<float>();
+  p.lda = p.K;
+  p.b = chunk.data<float>();
+  p.ldb = p.K;
+  p.trans_b = true;
+  p.c = out.data<float>() + col_begin;
+  p.ldc = out.dim(-1);
+  p.alpha = alpha;
+  gemm::run(p);
 }
 
 }  // namespace forge::cpu

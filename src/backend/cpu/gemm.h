@@ -1,0 +1,90 @@
+// The CPU GEMM engine behind CpuBackend::matmul and matmul_transb_into (internal header).
+//
+// A Goto/BLIS-style GEMM: op(A) is packed into MR-row micro-panels and op(B) into NR-column
+// micro-panels (both k-major, zero-padded at the edges), then a register-tiled micro-kernel
+// computes each MR x NR tile of C with broadcast-FMA. Transposed operands are read in place
+// while packing (no materialized transpose); alpha and the bias are applied when a tile is
+// stored. Products with few rows (m <= kSmallM) skip packing and stream B at memory bandwidth.
+//
+// One kernel set exists per instruction set (gemm_portable.cpp, gemm_avx2.cpp,
+// gemm_avx512.cpp); the driver (gemm_driver.cpp) does the blocking and the threading and is
+// shared by all of them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "backend/cpu/simd.h"
+
+namespace forge::cpu::gemm {
+
+/// One (possibly batched) product, all f32, every matrix row-major:
+///   C_b = alpha * op(A_b) @ op(B_b) + bias            for b in [0, batch)
+///   op(A_b)[i, k] = trans_a ? a[b*stride_a + k*lda + i] : a[b*stride_a + i*lda + k]  [M, K]
+///   op(B_b)[k, j] = trans_b ? b[b*stride_b + j*ldb + k] : b[b*stride_b + k*ldb + j]  [K, N]
+///   C_b[i, j] = c[b*stride_c + i*ldc + j]                                            [M, N]
+/// A stride of 0 shares that operand across the batch. bias is [N] or nullptr. K = 0 gives
+/// bias (or zeros). The caller guarantees valid, non-overlapping, in-bounds pointers.
+struct Problem {
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  const float* a = nullptr;
+  int64_t lda = 0, stride_a = 0;
+  bool trans_a = false;
+  const float* b = nullptr;
+  int64_t ldb = 0, stride_b = 0;
+  bool trans_b = false;
+  float* c = nullptr;
+  int64_t ldc = 0, stride_c = 0;
+  float alpha = 1.0f;
+  const float* bias = nullptr;
+};
+
+/// Rows of op(A) up to which the unpacked streaming (GEMV-like) path is used.
+inline constexpr int kSmallM = 4;
+
+/// The kernels of one instruction set. All pointers are valid for the ranges described.
+struct Kernels {
+  const char* name;
+  int mr, nr;      // register tile of the micro-kernel (C tile of mr x nr)
+  int kc, mc, nc;  // cache blocking: depth of a packed block, rows of an A block, columns of
+                   // a B panel; mc is a multiple of mr and nc of nr
+
+  /// Packs op(A)[i0 : i0+mc, k0 : k0+kc] into ceil(mc/mr) micro-panels of kc*mr floats each,
+  /// panel p holding rows i0+p*mr.. as dst[p*kc*mr + k*mr + r] (rows past mc zero-filled).
+  void (*pack_a)(const float* a, int64_t lda, bool trans_a, int64_t i0, int64_t k0, int64_t mc,
+                 int64_t kc, float* dst);
+  /// Packs op(B)[k0 : k0+kc, j0 : j0+nc] into ceil(nc/nr) micro-panels of kc*nr floats,
+  /// panel q holding columns j0+q*nr.. as dst[q*kc*nr + k*nr + c] (columns past nc zero).
+  void (*pack_b)(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t j0, int64_t nc,
+                 int64_t kc, float* dst);
+  /// C[0:mc, 0:nc] (row stride ldc) = alpha * PA @ PB (+ bias[0:nc] if bias) (+ C if
+  /// accumulate), PA/PB as packed above with depth kc.
+  void (*macro)(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb, float* c,
+                int64_t ldc, float alpha, const float* bias, bool accumulate);
+  /// Small-m streaming product for columns [j0, j1) of C, m in [1, kSmallM], a contiguous
+  /// rows [m, K] (row stride lda), K >= 1:
+  ///   c[r*ldc + j] = alpha * sum_k a[r*lda + k] * B(k, j) + (bias ? bias[j] : 0)
+  /// with B(k, j) = b[k*ldb + j] (rows_n, b [K, N]) or b[j*ldb + k] (rows_t, b [N, K]).
+  void (*rows_n)(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha, const float* bias);
+  void (*rows_t)(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
+                 int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha, const float* bias);
+};
+
+const Kernels& kernels_portable();
+/// nullptr when the build (e.g. wasm) does not compile that instruction set.
+const Kernels* kernels_avx2();
+const Kernels* kernels_avx512();
+
+/// The kernel set `run` uses: the one of simd_level(), or the level a test forced.
+const Kernels& active_kernels();
+
+/// Test hook: makes `run` use `level` (nullopt: back to simd_level()). Returns false, and
+/// changes nothing, when this CPU or build cannot run that level. Not thread-safe with
+/// running products.
+bool force_level(std::optional<SimdLevel> level);
+
+/// Computes the product on the process-wide thread pool (the calling thread works too).
+void run(const Problem& p);
+
+}  // namespace forge::cpu::gemm

@@ -1,0 +1,319 @@
+// AVX-512 GEMM kernels: a 14 x 32 micro-kernel (28 zmm accumulators, broadcast-FMA), packing
+// with in-register 16 x 16 transposes for the transposed layouts, and the small-m streaming
+// kernels. Edges use masked loads and stores; nothing here touches memory outside the ranges
+// the Kernels contract in gemm.h names.
+#include "backend/cpu/gemm.h"
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source, which
+// -Wuninitialized flags once inlined (GCC bug 105593): silence it for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace forge::cpu::gemm {
+namespace {
+
+constexpr int kMR = 14;
+constexpr int kNR = 32;
+constexpr __mmask16 kRowMask = (1u << kMR) - 1;  // the kMR lanes of one packed A column
+
+// Lanes [0, n) set, n clamped to [0, 16].
+inline __mmask16 lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+// In-place transpose of a 16 x 16 block held as 16 rows: afterwards r[c] is column c.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // s[4i + q], 128-bit lane L: column 4L + q of rows 4i .. 4i+3.
+  __m512 s[16];
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+    s[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    s[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    s[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    s[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512 x0 = _mm512_shuffle_f32x4(s[q], s[4 + q], 0x44);
+    const __m512 x1 = _mm512_shuffle_f32x4(s[q], s[4 + q], 0xEE);
+    const __m512 y0 = _mm512_shuffle_f32x4(s[8 + q], s[12 + q], 0x44);
+    const __m512 y1 = _mm512_shuffle_f32x4(s[8 + q], s[12 + q], 0xEE);
+    r[q] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+    r[4 + q] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
+    r[8 + q] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
+  }
+}
+
+// Loads a rows x kn block (row stride ld) as 16 zero-padded rows and transposes it, so that
+// r[k] holds element k of every row.
+inline void load_transposed(const float* src, int64_t ld, int64_t rows, int64_t kn, __m512 r[16]) {
+  const __mmask16 km = lanes(kn);
+  for (int i = 0; i < 16; ++i)
+    r[i] = i < rows ? _mm512_maskz_loadu_ps(km, src + i * ld) : _mm512_setzero_ps();
+  transpose16(r);
+}
+
+void pack_a(const float* a, int64_t lda, bool trans_a, int64_t i0, int64_t k0, int64_t mc,
+            int64_t kc, float* dst) {
+  for (int64_t p = 0; p < mc; p += kMR) {
+    const int64_t rows = std::min<int64_t>(kMR, mc - p);
+    float* d = dst + p * kc;
+    if (trans_a) {  // a is [K, M]: each k gives kMR contiguous values of one packed column
+      const __mmask16 rm = lanes(rows);
+      const float* src = a + k0 * lda + i0 + p;
+      for (int64_t k = 0; k < kc; ++k)
+        _mm512_mask_storeu_ps(d + k * kMR, kRowMask, _mm512_maskz_loadu_ps(rm, src + k * lda));
+    } else {  // a is [M, K]: transpose 16 x 16 blocks (rows past `rows` are zero)
+      const float* src = a + (i0 + p) * lda + k0;
+      for (int64_t kk = 0; kk < kc; kk += 16) {
+        const int64_t kn = std::min<int64_t>(16, kc - kk);
+        __m512 r[16];
+        load_transposed(src + kk, lda, rows, kn, r);
+        for (int64_t k = 0; k < kn; ++k) _mm512_mask_storeu_ps(d + (kk + k) * kMR, kRowMask, r[k]);
+      }
+    }
+  }
+}
+
+void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t j0, int64_t nc,
+            int64_t kc, float* dst) {
+  for (int64_t q = 0; q < nc; q += kNR) {
+    const int64_t cols = std::min<int64_t>(kNR, nc - q);
+    float* d = dst + q * kc;
+    if (!trans_b) {  // b is [K, N]: a panel row is 32 contiguous values
+      const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+      const float* src = b + k0 * ldb + j0 + q;
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* s = src + k * ldb;
+        _mm512_store_ps(d + k * kNR, _mm512_maskz_loadu_ps(m0, s));
+        _mm512_store_ps(d + k * kNR + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+      }
+    } else {  // b is [N, K]: 16 stored rows x 16 k at a time, transposed
+      for (int g = 0; g < 2; ++g) {
+        const int64_t gcols = std::clamp<int64_t>(cols - 16 * g, 0, 16);
+        const float* src = b + (j0 + q + 16 * g) * ldb + k0;
+        for (int64_t kk = 0; kk < kc; kk += 16) {
+          const int64_t kn = std::min<int64_t>(16, kc - kk);
+          __m512 r[16];
+          load_transposed(src + kk, ldb, gcols, kn, r);
+          for (int64_t k = 0; k < kn; ++k) _mm512_store_ps(d + (kk + k) * kNR + 16 * g, r[k]);
+        }
+      }
+    }
+  }
+}
+
+// C tile [kRows, cols] = alpha * PA @ PB (+ bias) (+ C). The 2 * kRows accumulators live in
+// registers; every k step loads one 32-wide row of the B panel and broadcasts kRows values
+// of the A panel.
+template <int kRows>
+void micro(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int64_t cols,
+           float alpha, const float* bias, bool accumulate) {
+  __m512 acc[kRows][2];
+#pragma GCC unroll 14
+  for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(pb);
+    const __m512 b1 = _mm512_load_ps(pb + 16);
+#pragma GCC unroll 14
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 av = _mm512_set1_ps(pa[r]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+    pa += kMR;
+    pb += kNR;
+  }
+  const __mmask16 m0 = lanes(cols), m1 = lanes(cols - 16);
+  const __m512 va = _mm512_set1_ps(alpha);
+  __m512 bias0 = _mm512_setzero_ps(), bias1 = _mm512_setzero_ps();
+  if (bias) {
+    bias0 = _mm512_maskz_loadu_ps(m0, bias);
+    bias1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+  }
+#pragma GCC unroll 14
+  for (int r = 0; r < kRows; ++r) {
+    float* cr = c + r * ldc;
+    __m512 x0 = _mm512_fmadd_ps(acc[r][0], va, bias0);
+    __m512 x1 = _mm512_fmadd_ps(acc[r][1], va, bias1);
+    if (accumulate) {
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    }
+    _mm512_mask_storeu_ps(cr, m0, x0);
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);
+  }
+}
+
+using MicroFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, float,
+                         const float*, bool);
+constexpr MicroFn kMicro[kMR + 1] = {nullptr,   micro<1>,  micro<2>,  micro<3>,  micro<4>,
+                                     micro<5>,  micro<6>,  micro<7>,  micro<8>,  micro<9>,
+                                     micro<10>, micro<11>, micro<12>, micro<13>, micro<14>};
+
+void macro(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb, float* c,
+           int64_t ldc, float alpha, const float* bias, bool accumulate) {
+  // B micro-panel (kc x 32) outer so it stays in L1 while the A micro-panels stream from L2.
+  for (int64_t j = 0; j < nc; j += kNR) {
+    const int64_t cols = std::min<int64_t>(kNR, nc - j);
+    for (int64_t i = 0; i < mc; i += kMR) {
+      const int rows = static_cast<int>(std::min<int64_t>(kMR, mc - i));
+      kMicro[rows](kc, pa + i * kc, pb + j * kc, c + i * ldc + j, ldc, cols, alpha,
+                   bias ? bias + j : nullptr, accumulate);
+    }
+  }
+}
+
+// ---- small m ---------------------------------------------------------------------------------
+
+// Columns per accumulator chunk of rows_n (m rows x kChunk floats stay in L1).
+constexpr int64_t kChunk = 1024;
+
+// out[0:m, jc:jc+w] for b [K, N]: four B rows at a time stream through (contiguous, one
+// load per 16 columns each) and are folded into the L1-resident accumulators.
+template <int kM>
+void rows_n_chunk(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t jc,
+                  int64_t w, float* c, int64_t ldc, float alpha, const float* bias) {
+  alignas(64) float acc[kM][kChunk];
+  const int64_t nfull = w / 16;
+  const __mmask16 tail = lanes(w - nfull * 16);
+  const int64_t padded = (w + 15) / 16 * 16;
+  for (int r = 0; r < kM; ++r) std::fill(acc[r], acc[r] + padded, 0.0f);
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    __m512 av[kM][4];
+    for (int r = 0; r < kM; ++r)
+      for (int i = 0; i < 4; ++i) av[r][i] = _mm512_set1_ps(a[r * lda + k + i]);
+    const float* b0 = b + k * ldb + jc;
+    const float* b1 = b0 + ldb;
+    const float* b2 = b1 + ldb;
+    const float* b3 = b2 + ldb;
+    for (int64_t v = 0; v <= nfull; ++v) {
+      const __mmask16 m = v < nfull ? __mmask16(0xFFFF) : tail;
+      if (!m) break;
+      const int64_t o = v * 16;
+      const __m512 x0 = _mm512_maskz_loadu_ps(m, b0 + o), x1 = _mm512_maskz_loadu_ps(m, b1 + o);
+      const __m512 x2 = _mm512_maskz_loadu_ps(m, b2 + o), x3 = _mm512_maskz_loadu_ps(m, b3 + o);
+      for (int r = 0; r < kM; ++r) {
+        __m512 s = _mm512_load_ps(acc[r] + o);
+        s = _mm512_fmadd_ps(av[r][0], x0, s);
+        s = _mm512_fmadd_ps(av[r][1], x1, s);
+        s = _mm512_fmadd_ps(av[r][2], x2, s);
+        s = _mm512_fmadd_ps(av[r][3], x3, s);
+        _mm512_store_ps(acc[r] + o, s);
+      }
+    }
+  }
+  for (; k < K; ++k) {
+    const float* bk = b + k * ldb + jc;
+    for (int64_t v = 0; v <= nfull; ++v) {
+      const __mmask16 m = v < nfull ? __mmask16(0xFFFF) : tail;
+      if (!m) break;
+      const __m512 x = _mm512_maskz_loadu_ps(m, bk + v * 16);
+      for (int r = 0; r < kM; ++r) {
+        float* s = acc[r] + v * 16;
+        _mm512_store_ps(s, _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), x, _mm512_load_ps(s)));
+      }
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int r = 0; r < kM; ++r) {
+    for (int64_t v = 0; v <= nfull; ++v) {
+      const __mmask16 m = v < nfull ? __mmask16(0xFFFF) : tail;
+      if (!m) break;
+      const int64_t o = v * 16;
+      const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + jc + o) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(c + r * ldc + jc + o, m,
+                            _mm512_fmadd_ps(_mm512_load_ps(acc[r] + o), va, bv));
+    }
+  }
+}
+
+template <int kM>
+void rows_n_m(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
+              int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
+  for (int64_t jc = j0; jc < j1; jc += kChunk)
+    rows_n_chunk<kM>(K, a, lda, b, ldb, jc, std::min(kChunk, j1 - jc), c, ldc, alpha, bias);
+}
+
+void rows_n(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
+            int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
+  switch (m) {
+    case 1: return rows_n_m<1>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 2: return rows_n_m<2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 3: return rows_n_m<3>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_n_m<4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+  }
+}
+
+// kRB rows of b [N, K] against kM rows of a: kM * kRB dot products with one accumulator
+// each (8 or more independent FMA chains hide the FMA latency).
+template <int kM, int kRB>
+void dots(int64_t K, const float* a, int64_t lda, const float* bj, int64_t ldb, float* c,
+          int64_t ldc, int64_t j, float alpha, const float* bias) {
+  __m512 acc[kM][kRB];
+  for (int r = 0; r < kM; ++r)
+    for (int q = 0; q < kRB; ++q) acc[r][q] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    const __mmask16 m = lanes(K - k);
+    __m512 bv[kRB];
+    for (int q = 0; q < kRB; ++q) bv[q] = _mm512_maskz_loadu_ps(m, bj + q * ldb + k);
+    for (int r = 0; r < kM; ++r) {
+      const __m512 av = _mm512_maskz_loadu_ps(m, a + r * lda + k);
+      for (int q = 0; q < kRB; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+    }
+  }
+  for (int r = 0; r < kM; ++r)
+    for (int q = 0; q < kRB; ++q)
+      c[r * ldc + j + q] = alpha * _mm512_reduce_add_ps(acc[r][q]) + (bias ? bias[j + q] : 0.0f);
+}
+
+template <int kM, int kRB>
+void rows_t_m(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
+              int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
+  int64_t j = j0;
+  for (; j + kRB <= j1; j += kRB)
+    dots<kM, kRB>(K, a, lda, b + j * ldb, ldb, c, ldc, j, alpha, bias);
+  for (; j < j1; ++j) dots<kM, 1>(K, a, lda, b + j * ldb, ldb, c, ldc, j, alpha, bias);
+}
+
+void rows_t(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
+            int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
+  switch (m) {
+    case 1: return rows_t_m<1, 8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 2: return rows_t_m<2, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 3: return rows_t_m<3, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_t_m<4, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+  }
+}
+
+}  // namespace
+
+const Kernels* kernels_avx512() {
+  static const Kernels k{"avx512", kMR,    kNR,   256,    14 * 16, 2048,
+                         pack_a,   pack_b, macro, rows_n, rows_t};
+  return &k;
+}
+
+}  // namespace forge::cpu::gemm
+
+#else  // this build does not compile AVX-512
+
+namespace forge::cpu::gemm {
+const Kernels* kernels_avx512() { return nullptr; }
+}  // namespace forge::cpu::gemm
+
+#endif
