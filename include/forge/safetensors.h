@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "forge/device.h"
+#include "forge/error.h"
 #include "forge/shape.h"
 #include "forge/tensor.h"
 
@@ -61,7 +62,8 @@ class SafeTensorsFile {
   const std::map<std::string, std::string>& metadata() const;
 
   /// Loads a tensor onto `device`: F32, F16 and BF16 become F32 (exact conversion, including
-  /// subnormals, infinities and NaN payloads), U32 stays U32; other dtypes throw
+  /// subnormals, infinities and NaN payloads; F16 signaling NaNs come out quiet, as with
+  /// F16C and PyTorch), U32 stays U32; other dtypes throw
   /// Error(Unsupported). Zero-copy for F32/U32 on the CPU when the data is 4-byte aligned: the
   /// tensor aliases the private mapping, so writing to it never touches the file, but two
   /// loads of one name then share memory (clone() for an independent copy).

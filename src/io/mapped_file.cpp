@@ -1,0 +1,73 @@
+#include "io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "forge/error.h"
+
+namespace forge::io {
+namespace {
+
+[[noreturn]] void fail_io(const char* context, const std::string& path, const std::string& what) {
+  throw Error(ErrorKind::Io, std::string(context) + ": " + path + ": " + what);
+}
+
+// Closes the descriptor on every path out of open().
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char* context) {
+  Fd f;
+  do {
+    f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (f.fd < 0 && errno == EINTR);
+  if (f.fd < 0) fail_io(context, path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) fail_io(context, path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail_io(context, path, "not a regular file");
+
+  std::shared_ptr<MappedFile> m(new MappedFile());  // private constructor: no make_shared
+  m->size_ = static_cast<size_t>(st.st_size);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t file_pages = (m->size_ + page - 1) / page * page;
+  // One spare page after the file: reads past the file's end land in zeroed anonymous
+  // memory instead of faulting (a file mapping past EOF raises SIGBUS).
+  if (file_pages > SIZE_MAX - page) fail_io(context, path, "file too large to map");
+  m->map_bytes_ = file_pages + page;
+
+  // Reserve the whole range anonymously, then map the file over its start (MAP_FIXED
+  // replaces the reservation's first pages atomically).
+  void* base =
+      ::mmap(nullptr, m->map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    m->map_bytes_ = 0;
+    fail_io(context, path, std::string("cannot reserve memory: ") + std::strerror(errno));
+  }
+  m->data_ = static_cast<std::byte*>(base);
+  if (m->size_ > 0) {
+    void* at = ::mmap(base, m->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, f.fd, 0);
+    if (at == MAP_FAILED) {
+      const int err = errno;
+      // m's destructor unmaps the reservation.
+      fail_io(context, path, std::string("cannot map: ") + std::strerror(err));
+    }
+  }
+  return m;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ && map_bytes_) ::munmap(data_, map_bytes_);
+}
+
+}  // namespace forge::io
