@@ -1,0 +1,407 @@
+// The differentiable functions: each runs the forward op of ops.h and, when an input
+// requires grad, records the backward rule built from the training ops.
+#include <initializer_list>
+#include <utility>
+
+#include "autograd/node.h"
+#include "forge/ops.h"
+
+namespace forge::ag {
+using detail::Access;
+using detail::BackwardCtx;
+using detail::fail;
+using detail::Node;
+using detail::TapeState;
+using NodePtr = std::shared_ptr<Node>;
+
+namespace {
+
+struct Named {
+  const char* name;
+  const Var* var;
+};
+
+/// The one live tape all `vars` belong to. Throws for undefined Vars, Vars of different
+/// tapes, a destroyed tape, or a tape that already ran backward.
+std::shared_ptr<TapeState> tape_of(const char* op, std::initializer_list<Named> vars) {
+  std::shared_ptr<TapeState> tape;
+  for (const Named& v : vars) {
+    const NodePtr& n = Access::node(*v.var);
+    if (!n) fail(ErrorKind::Shape, op, std::string(v.name) + " is an undefined Var");
+    std::shared_ptr<TapeState> t = n->tape.lock();
+    if (!t) fail(ErrorKind::Shape, op, std::string(v.name) + " belongs to a destroyed Tape");
+    if (!tape) {
+      tape = std::move(t);
+    } else if (t != tape) {
+      fail(ErrorKind::Shape, op, std::string(v.name) + " belongs to another Tape");
+    }
+  }
+  if (tape->backward_done)
+    fail(ErrorKind::Shape, op, "the tape already ran backward; record on a new Tape");
+  return tape;
+}
+
+/// tape_of over a list of Vars named "<what> i".
+std::shared_ptr<TapeState> tape_of_list(const char* op, const std::vector<Var>& vars,
+                                        const char* what, const Var* first = nullptr) {
+  std::shared_ptr<TapeState> tape = first ? tape_of(op, {{"a", first}}) : nullptr;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const std::string name = std::string(what) + " " + std::to_string(i);
+    auto t = tape_of(op, {{name.c_str(), &vars[i]}});
+    if (tape && t != tape) fail(ErrorKind::Shape, op, name + " belongs to another Tape");
+    tape = std::move(t);
+  }
+  if (!tape) fail(ErrorKind::Shape, op, std::string("no ") + what);
+  return tape;
+}
+
+const Tensor& val(const Var& v) { return Access::node(v)->value; }
+bool rg(const Var& v) { return Access::node(v)->requires_grad; }
+
+/// Creates the output nodes; records the rule only when some input requires grad (so
+/// inference through Vars keeps no saved tensors).
+std::vector<Var> emit_many(const char* op, const std::shared_ptr<TapeState>& tape,
+                           std::vector<NodePtr> inputs, std::vector<Tensor> values,
+                           std::function<void(BackwardCtx&)> rule) {
+  bool any = false;
+  for (const NodePtr& n : inputs) any = any || n->requires_grad;
+  std::vector<NodePtr> outputs;
+  std::vector<Var> vars;
+  for (Tensor& v : values) {
+    auto n = std::make_shared<Node>();
+    n->value = std::move(v);
+    n->requires_grad = any;
+    n->tape = tape;
+    vars.push_back(Access::make_var(n));
+    outputs.push_back(std::move(n));
+  }
+  if (any) tape->records.push_back({op, std::move(inputs), std::move(outputs), std::move(rule)});
+  return vars;
+}
+
+Var emit(const char* op, const std::shared_ptr<TapeState>& tape, std::vector<NodePtr> inputs,
+         Tensor value, std::function<void(BackwardCtx&)> rule) {
+  std::vector<Tensor> values;
+  values.push_back(std::move(value));
+  return emit_many(op, tape, std::move(inputs), std::move(values), std::move(rule))[0];
+}
+
+/// x [B, R, C] -> [R, C]: the sum over the batch of a rank-2 operand that every batch shared.
+Tensor sum_batch(const Tensor& x) {
+  const int64_t B = x.dim(0), R = x.dim(1), C = x.dim(2);
+  return sum_rows(x.reshape({B, R * C})).reshape({R, C});
+}
+
+/// d(out)/da for out = alpha * op(a) @ op(b). With A = op(a) [M, K], B = op(b) [K, N]:
+/// dA = alpha * dy @ B^T, and da = dA (or dA^T when a is stored transposed).
+Tensor matmul_grad_a(size_t a_rank, const Tensor& b, const Tensor& dy, const MatmulSpec& s) {
+  Tensor bb = b;
+  int64_t b_rows = s.b_rows;
+  if (b_rows > 0 && b.rank() == 2) {  // a rank-2 prefix of rows is a free view
+    bb = b.narrow_rows(0, b_rows);
+    b_rows = 0;
+  }
+  Tensor da;
+  if (!s.trans_a) {
+    // [M, N] @ B^T: B^T is b read with the opposite transpose flag (b_rows still applies
+    // to b's stored rows, which hold B's rows either way).
+    MatmulSpec m;
+    m.trans_b = !s.trans_b;
+    m.alpha = s.alpha;
+    m.b_rows = b_rows;
+    da = matmul(dy, bb, m);  // [(B,) M, K]
+  } else {
+    // a stored [K, M]: da = B @ dy^T, with B = b or b^T. (b_rows > 0 with a rank-3 b was
+    // rejected when recording.)
+    MatmulSpec m;
+    m.trans_a = s.trans_b;
+    m.trans_b = true;
+    m.alpha = s.alpha;
+    da = matmul(bb, dy, m);  // [(B,) K, M]
+  }
+  if (a_rank == 2 && da.rank() == 3) da = sum_batch(da);
+  return da;
+}
+
+/// d(out)/db: dB = alpha * A^T @ dy; db = dB (or dB^T = alpha * dy^T @ A with trans_b).
+Tensor matmul_grad_b(const Tensor& a, size_t b_rank, const Tensor& dy, const MatmulSpec& s) {
+  Tensor aa = a, dd = dy;
+  if (b_rank == 2 && a.rank() == 3 && !s.trans_a) {
+    // A shared b: fold the batch into the rows, so the batch sum happens inside one GEMM.
+    aa = a.reshape({a.dim(0) * a.dim(1), a.dim(2)});
+    dd = dy.reshape({dy.dim(0) * dy.dim(1), dy.dim(2)});
+  }
+  MatmulSpec m;
+  m.alpha = s.alpha;
+  Tensor db;
+  if (!s.trans_b) {
+    m.trans_a = !s.trans_a;  // A^T is a read with the opposite flag
+    db = matmul(aa, dd, m);  // [(B,) K, N]
+  } else {
+    m.trans_a = true;
+    m.trans_b = s.trans_a;
+    db = matmul(dd, aa, m);  // [(B,) N, K]
+  }
+  if (b_rank == 2 && db.rank() == 3) db = sum_batch(db);
+  return db;
+}
+
+/// Columns [c0, c0 + w) of x2 [R, V] as a contiguous [R, w] tensor (one copy per row).
+Tensor column_block(const Tensor& x2, int64_t c0, int64_t w) {
+  const int64_t R = x2.dim(0), V = x2.dim(1);
+  Tensor out = Tensor::empty({R, w}, DType::F32, x2.device());
+  if (w == 0) return out;
+  for (int64_t r = 0; r < R; ++r) {
+    const Tensor src(x2.storage(), x2.offset() + static_cast<size_t>(r * V + c0), Shape{w},
+                     DType::F32);
+    Tensor dst = out.narrow_rows(r, 1).reshape({w});
+    dst.copy_from(src);
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- elementwise and row ops -------------------------------------------------------------
+
+Var add(const Var& a, const Var& b) {
+  const char* op = "ag::add";
+  auto tape = tape_of(op, {{"a", &a}, {"b", &b}});
+  Tensor out = forge::add(val(a), val(b));
+  const bool row_broadcast = val(a).shape() != val(b).shape();
+  return emit(op, tape, {Access::node(a), Access::node(b)}, std::move(out),
+              [row_broadcast](BackwardCtx& c) {
+                c.give(0, c.dy());
+                if (c.needs(1)) c.give(1, row_broadcast ? sum_rows(c.dy()) : c.dy());
+              });
+}
+
+Var gelu(const Var& x) {
+  const char* op = "ag::gelu";
+  auto tape = tape_of(op, {{"x", &x}});
+  Tensor in = val(x);
+  return emit(op, tape, {Access::node(x)}, forge::gelu(in),
+              [in](BackwardCtx& c) { c.give(0, gelu_bwd(in, c.dy())); });
+}
+
+Var softmax(const Var& x, bool causal, int64_t offset) {
+  const char* op = "ag::softmax";
+  auto tape = tape_of(op, {{"x", &x}});
+  Tensor y = forge::softmax(val(x), causal, offset);
+  // softmax_bwd needs only y: masked entries are exact zeros, so the mask needs no flag.
+  return emit(op, tape, {Access::node(x)}, y,
+              [y](BackwardCtx& c) { c.give(0, softmax_bwd(y, c.dy())); });
+}
+
+Var layernorm(const Var& x, const Var& gamma, const Var& beta, float eps) {
+  const char* op = "ag::layernorm";
+  auto tape = tape_of(op, {{"x", &x}, {"gamma", &gamma}, {"beta", &beta}});
+  Tensor in = val(x), g = val(gamma);
+  return emit(op, tape, {Access::node(x), Access::node(gamma), Access::node(beta)},
+              forge::layernorm(in, g, val(beta), eps), [in, g, eps](BackwardCtx& c) {
+                LayerNormGrads d = layernorm_bwd(in, g, c.dy(), eps);
+                c.give(0, std::move(d.dx));
+                c.give(1, std::move(d.dgamma));
+                c.give(2, std::move(d.dbeta));
+              });
+}
+
+Var dropout(const Var& x, float p, uint64_t seed) {
+  const char* op = "ag::dropout";
+  auto tape = tape_of(op, {{"x", &x}});
+  if (p == 0.0f) return x;  // identity: no copy, no record
+  return emit(op, tape, {Access::node(x)}, forge::dropout(val(x), p, seed),
+              [p, seed](BackwardCtx& c) { c.give(0, forge::dropout(c.dy(), p, seed)); });
+}
+
+Var scale(const Var& x, float s) {
+  const char* op = "ag::scale";
+  auto tape = tape_of(op, {{"x", &x}});
+  return emit(op, tape, {Access::node(x)}, forge::scale(val(x), s),
+              [s](BackwardCtx& c) { c.give(0, forge::scale(c.dy(), s)); });
+}
+
+Var reshape(const Var& x, const Shape& shape) {
+  const char* op = "ag::reshape";
+  auto tape = tape_of(op, {{"x", &x}});
+  const Shape in_shape = val(x).shape();
+  return emit(op, tape, {Access::node(x)}, val(x).reshape(shape),
+              [in_shape](BackwardCtx& c) { c.give(0, c.dy().reshape(in_shape)); });
+}
+
+// ---- matmul ------------------------------------------------------------------------------
+
+Var matmul(const Var& a, const Var& b, const MatmulSpec& spec, const Var& bias) {
+  const char* op = "ag::matmul";
+  auto tape = bias.defined() ? tape_of(op, {{"a", &a}, {"b", &b}, {"bias", &bias}})
+                             : tape_of(op, {{"a", &a}, {"b", &b}});
+  const Tensor& A = val(a);
+  const Tensor& B = val(b);
+  Tensor out = forge::matmul(A, B, spec, bias.defined() ? val(bias) : Tensor());
+  // Gradients through a row prefix of b (the KV-cache read) are an inference-only feature.
+  if (spec.b_rows > 0 && rg(b))
+    fail(ErrorKind::Unsupported, op,
+         "no gradient for b with b_rows > 0 (b_rows reads a prefix of b's rows); pass a b "
+         "that does not require grad");
+  if (spec.b_rows > 0 && spec.trans_a && B.rank() == 3 && rg(a))
+    fail(ErrorKind::Unsupported, op,
+         "no gradient for a trans_a a with b_rows > 0 and a batched b " + B.shape().str());
+  std::vector<NodePtr> inputs{Access::node(a), Access::node(b)};
+  if (bias.defined()) inputs.push_back(Access::node(bias));
+  // Save only what the needed gradients read: da reads b, db reads a.
+  Tensor saved_a = rg(b) ? A : Tensor();
+  Tensor saved_b = rg(a) ? B : Tensor();
+  const bool has_bias = bias.defined();
+  const size_t a_rank = A.rank(), b_rank = B.rank();
+  return emit(op, tape, std::move(inputs), std::move(out),
+              [saved_a, saved_b, a_rank, b_rank, spec, has_bias](BackwardCtx& c) {
+                const Tensor& dy = c.dy();  // [(B,) M, N]
+                if (c.needs(0)) c.give(0, matmul_grad_a(a_rank, saved_b, dy, spec));
+                if (c.needs(1)) c.give(1, matmul_grad_b(saved_a, b_rank, dy, spec));
+                if (has_bias && c.needs(2)) c.give(2, sum_rows(dy));
+              });
+}
+
+// ---- gathers and the tied LM head --------------------------------------------------------
+
+Var embedding(const Tensor& ids, const Var& table) {
+  const char* op = "ag::embedding";
+  auto tape = tape_of(op, {{"table", &table}});
+  const int64_t V = val(table).rank() == 2 ? val(table).dim(0) : 0;
+  return emit(op, tape, {Access::node(table)}, forge::embedding(ids, val(table)),
+              [ids, V](BackwardCtx& c) { c.give(0, scatter_add_rows(ids, c.dy(), V)); });
+}
+
+Var embedding_chunked(const Tensor& ids, const std::vector<Var>& chunks) {
+  const char* op = "ag::embedding_chunked";
+  auto tape = tape_of_list(op, chunks, "chunk");
+  std::vector<Tensor> tables;
+  std::vector<NodePtr> inputs;
+  for (const Var& v : chunks) {
+    tables.push_back(val(v));
+    inputs.push_back(Access::node(v));
+  }
+  Tensor out = forge::embedding_chunked(ids, tables);
+  std::vector<int64_t> rows;
+  int64_t total = 0;
+  for (const Tensor& t : tables) {
+    rows.push_back(t.dim(0));
+    total += t.dim(0);
+  }
+  return emit(op, tape, std::move(inputs), std::move(out), [ids, rows, total](BackwardCtx& c) {
+    // One scatter over the whole vocabulary, then each chunk takes its rows (free views).
+    const Tensor full = scatter_add_rows(ids, c.dy(), total);  // [V_total, C]
+    int64_t begin = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (c.needs(i)) c.give(i, full.narrow_rows(begin, rows[i]));
+      begin += rows[i];
+    }
+  });
+}
+
+Var matmul_chunked_transb(const Var& a, const std::vector<Var>& chunks, float alpha) {
+  const char* op = "ag::matmul_chunked_transb";
+  auto tape = tape_of_list(op, chunks, "chunk", &a);
+  std::vector<Tensor> tables;
+  std::vector<NodePtr> inputs{Access::node(a)};
+  for (const Var& v : chunks) {
+    tables.push_back(val(v));
+    inputs.push_back(Access::node(v));
+  }
+  const Tensor A = val(a);
+  Tensor out = forge::matmul_chunked_transb(A, tables, alpha);  // [..., V_total]
+  return emit(op, tape, std::move(inputs), std::move(out), [A, tables, alpha](BackwardCtx& c) {
+    const int64_t K = A.dim(-1);
+    const int64_t R = A.shape().rows();
+    const Tensor a2 = A.reshape({R, K});
+    const Tensor dy2 = c.dy().reshape({R, c.dy().dim(-1)});  // [R, V_total]
+    MatmulSpec nn;
+    nn.alpha = alpha;
+    MatmulSpec tn;
+    tn.trans_a = true;
+    tn.alpha = alpha;
+    if (tables.size() == 1) {
+      // out = alpha * a @ W^T: da = alpha * dy @ W, dW = alpha * dy^T @ a.
+      if (c.needs(0)) c.give(0, matmul(dy2, tables[0], nn).reshape(A.shape()));
+      if (c.needs(1)) c.give(1, matmul(dy2, a2, tn));
+      return;
+    }
+    // Several chunks: each needs its own column block of dy, which is strided in dy.
+    Tensor da;
+    int64_t col = 0;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const int64_t w = tables[i].dim(0);
+      const Tensor dyi = column_block(dy2, col, w);  // [R, V_i]
+      col += w;
+      if (c.needs(0) && w > 0) {
+        Tensor part = matmul(dyi, tables[i], nn);  // [R, K]
+        if (da.defined())
+          add_(da, part);
+        else
+          da = std::move(part);
+      }
+      if (c.needs(i + 1)) c.give(i + 1, matmul(dyi, a2, tn));  // [V_i, K]
+    }
+    if (c.needs(0)) {
+      if (!da.defined()) da = Tensor::zeros({R, K}, DType::F32, A.device());
+      c.give(0, da.reshape(A.shape()));
+    }
+  });
+}
+
+// ---- attention layout --------------------------------------------------------------------
+
+Var split_heads(const Var& qkv, int64_t n_head, int part) {
+  const char* op = "ag::split_heads";
+  auto tape = tape_of(op, {{"qkv", &qkv}});
+  const Shape in_shape = val(qkv).shape();
+  return emit(op, tape, {Access::node(qkv)}, forge::split_heads(val(qkv), n_head, part),
+              [in_shape, n_head, part](BackwardCtx& c) {
+                const Tensor& dy = c.dy();  // [B*n_head, T, hd]
+                const Tensor z = Tensor::zeros(dy.shape(), DType::F32, dy.device());
+                const Tensor d = unsplit_head(part == 0 ? dy : z, part == 1 ? dy : z,
+                                              part == 2 ? dy : z, n_head);  // [B, T, 3C]
+                c.give(0, d.reshape(in_shape));
+              });
+}
+
+std::array<Var, 3> split_qkv(const Var& qkv, int64_t n_head) {
+  const char* op = "ag::split_qkv";
+  auto tape = tape_of(op, {{"qkv", &qkv}});
+  const Shape in_shape = val(qkv).shape();
+  std::vector<Tensor> parts;
+  for (int p = 0; p < 3; ++p) parts.push_back(forge::split_heads(val(qkv), n_head, p));
+  std::vector<Var> v = emit_many(
+      op, tape, {Access::node(qkv)}, std::move(parts), [in_shape, n_head](BackwardCtx& c) {
+        const Tensor d = unsplit_head(c.dy_or_zeros(0), c.dy_or_zeros(1), c.dy_or_zeros(2),
+                                      n_head);  // [B, T, 3C]
+        c.give(0, d.reshape(in_shape));
+      });
+  return {v[0], v[1], v[2]};
+}
+
+Var merge_heads(const Var& x, int64_t n_head) {
+  const char* op = "ag::merge_heads";
+  auto tape = tape_of(op, {{"x", &x}});
+  return emit(op, tape, {Access::node(x)}, forge::merge_heads(val(x), n_head),
+              [n_head](BackwardCtx& c) { c.give(0, unmerge_heads(c.dy(), n_head)); });
+}
+
+// ---- loss --------------------------------------------------------------------------------
+
+Var cross_entropy(const Var& logits, const Tensor& targets) {
+  const char* op = "ag::cross_entropy";
+  auto tape = tape_of(op, {{"logits", &logits}});
+  const Tensor L = val(logits);
+  const Tensor nll = gather_nll(L, targets);  // [N]; validates shapes, dtypes and ranges
+  const int64_t N = nll.numel();
+  if (N == 0) fail(ErrorKind::Shape, op, "no rows in logits " + L.shape().str());
+  // mean = sum over the N rows of an [N, 1] column, times 1/N; stays on the device.
+  Tensor loss = forge::scale(sum_rows(nll.reshape({N, 1})), 1.0f / static_cast<float>(N));
+  return emit(op, tape, {Access::node(logits)}, std::move(loss), [L, targets, N](BackwardCtx& c) {
+    const float dloss = c.dy().to_vector<float>()[0];
+    c.give(0, ce_bwd(L, targets, dloss / static_cast<float>(N)));
+  });
+}
+
+}  // namespace forge::ag
