@@ -1,0 +1,284 @@
+// forge bench: times one op (--op matmul) on random inputs, side by side with OpenBLAS when
+// the build has it, or a whole random-init model (--preset, see cmd_bench_model.cpp).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "forge/backend.h"
+#include "forge/error.h"
+#include "forge/ops.h"
+#include "forge/tensor.h"
+#include "forge/threads.h"
+
+#ifdef FORGE_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace forge::cli {
+namespace {
+
+struct MatmulBenchOptions {
+  std::string op;
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  int64_t batch = 1;
+  int repeat = 10;
+  bool json = false;
+};
+
+struct BenchArgs {
+  MatmulBenchOptions matmul;
+  ModelBenchOptions model;
+  std::string preset;
+};
+
+[[noreturn]] void fail(ErrorKind kind, const std::string& what) {
+  throw Error(kind, "bench: " + what);
+}
+
+/// Uniform values in [-1, 1) from a counter-based hash: reproducible and fast enough for the
+/// 38M elements of the LM-head shape (a std::mt19937 loop would dominate the run).
+void fill_random(Tensor& t, uint64_t seed) {
+  float* p = t.data<float>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = static_cast<float>(dropout_hash(seed, static_cast<uint64_t>(i)) >> 8) *
+               (2.0f / 16777216.0f) -
+           1.0f;
+}
+
+using Clock = std::chrono::steady_clock;
+
+/// Seconds per call of fn, averaged over `calls` back-to-back calls.
+double seconds_per_call(const std::function<void()>& fn, int64_t calls) {
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < calls; ++i) fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(calls);
+}
+
+/// Warm-up, then the median over `repeat` samples of the time per call. A sample repeats
+/// the call until it lasts >= 2 ms, so that tiny shapes are not lost in timer noise.
+double median_seconds(const std::function<void()>& fn, int repeat) {
+  // The first call pays page faults, pool wake-up and lazily built tables; the second one
+  // estimates the steady cost.
+  seconds_per_call(fn, 1);
+  const double estimate = std::max(seconds_per_call(fn, 1), 1e-9);
+  const int64_t inner =
+      std::clamp<int64_t>(static_cast<int64_t>(std::ceil(2e-3 / estimate)), 1, int64_t{1} << 20);
+  std::vector<double> samples;
+  samples.reserve(static_cast<size_t>(repeat));
+  for (int r = 0; r < repeat; ++r) samples.push_back(seconds_per_call(fn, inner));
+  std::sort(samples.begin(), samples.end());
+  const size_t mid = samples.size() / 2;
+  return samples.size() % 2 ? samples[mid] : 0.5 * (samples[mid - 1] + samples[mid]);
+}
+
+std::string shape_text(int64_t batch, int64_t rows, int64_t cols) {
+  std::string s = "[";
+  if (batch > 1) s += std::to_string(batch) + ", ";
+  return s + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+}
+
+/// Refuses shapes whose buffers would not fit comfortably in memory, before allocating.
+void check_fits_in_memory(const MatmulBenchOptions& o) {
+  // long double: m*k*batch can exceed int64 for absurd inputs; this is an estimate only.
+  const long double b = static_cast<long double>(o.batch);
+  const long double m = static_cast<long double>(o.m);
+  const long double n = static_cast<long double>(o.n);
+  const long double k = static_cast<long double>(o.k);
+  // a, b, and up to three outputs alive at once: forge's previous and current result (the
+  // loop reassigns) and the OpenBLAS one.
+  const long double bytes = 4.0L * b * (m * k + k * n + 3.0L * m * n);
+  const uint64_t memory = backend_for(Device::cpu()).info().memory_bytes;
+  const long double limit = memory ? static_cast<long double>(memory) / 2.0L : 4.0L * (1ULL << 30);
+  if (bytes > limit) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "matmul m=%lld n=%lld k=%lld batch=%lld needs %.1Lf GiB of buffers, more "
+                  "than half of this machine's %.1f GiB of memory",
+                  static_cast<long long>(o.m), static_cast<long long>(o.n),
+                  static_cast<long long>(o.k), static_cast<long long>(o.batch),
+                  bytes / (1ULL << 30), static_cast<double>(memory) / (1ULL << 30));
+    fail(ErrorKind::Range, buf);
+  }
+}
+
+int run_matmul_bench(const MatmulBenchOptions& o) {
+  if (o.m <= 0 || o.n <= 0 || o.k <= 0)
+    fail(ErrorKind::Format, "--op matmul needs --m, --n and --k (each >= 1)");
+  check_fits_in_memory(o);
+
+  // a: [B, M, K] (trans_a: [B, K, M]); b: [B, K, N] (trans_b: [B, N, K]); no batch dim when
+  // B = 1. Both operands batched is the attention pattern; a shared b is just a larger M.
+  auto dims = [&](int64_t rows, int64_t cols) {
+    return o.batch > 1 ? Shape{o.batch, rows, cols} : Shape{rows, cols};
+  };
+  Tensor a = Tensor::empty(o.trans_a ? dims(o.k, o.m) : dims(o.m, o.k), DType::F32);
+  Tensor b = Tensor::empty(o.trans_b ? dims(o.n, o.k) : dims(o.k, o.n), DType::F32);
+  fill_random(a, 1);
+  fill_random(b, 2);
+  MatmulSpec spec;
+  spec.trans_a = o.trans_a;
+  spec.trans_b = o.trans_b;
+
+  const int threads = num_threads();
+  Tensor out;
+  const double sec = median_seconds([&] { out = matmul(a, b, spec); }, o.repeat);
+  const double flops = 2.0 * static_cast<double>(o.batch) * static_cast<double>(o.m) *
+                       static_cast<double>(o.n) * static_cast<double>(o.k);
+  const double gflops = flops / sec * 1e-9;
+  // For m = 1 the op is a GEMV bound by reading b once: bandwidth is the figure that counts.
+  std::optional<double> gbps;
+  if (o.m == 1) gbps = static_cast<double>(b.nbytes()) / sec * 1e-9;
+
+  std::optional<double> blas_sec, blas_gflops, max_diff;
+#ifdef FORGE_HAVE_OPENBLAS
+  openblas_set_num_threads(threads);
+  std::vector<float> c(static_cast<size_t>(out.numel()));
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  const int M = static_cast<int>(o.m), N = static_cast<int>(o.n), K = static_cast<int>(o.k);
+  const int64_t a_stride = o.m * o.k, b_stride = o.k * o.n, c_stride = o.m * o.n;
+  blas_sec = median_seconds(
+      [&] {
+        for (int64_t i = 0; i < o.batch; ++i)
+          cblas_sgemm(CblasRowMajor, o.trans_a ? CblasTrans : CblasNoTrans,
+                      o.trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, pa + i * a_stride,
+                      o.trans_a ? M : K, pb + i * b_stride, o.trans_b ? K : N, 0.0f,
+                      c.data() + i * c_stride, N);
+      },
+      o.repeat);
+  blas_gflops = flops / *blas_sec * 1e-9;
+  // A cheap sanity check that both computed the same product.
+  const float* po = out.data<float>();
+  double diff = 0;
+  for (size_t i = 0; i < c.size(); ++i)
+    diff = std::max(diff, static_cast<double>(std::fabs(po[i] - c[i])));
+  max_diff = diff;
+#endif
+
+  if (o.json) {
+    auto opt = [](const std::optional<double>& v) {
+      return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+    };
+    nlohmann::ordered_json j = {
+        {"op", "matmul"},
+        {"m", o.m},
+        {"n", o.n},
+        {"k", o.k},
+        {"batch", o.batch},
+        {"trans_a", o.trans_a},
+        {"trans_b", o.trans_b},
+        {"threads", threads},
+        {"repeat", o.repeat},
+        {"ms", sec * 1e3},
+        {"gflops", gflops},
+        {"gbps", opt(gbps)},
+        {"openblas_ms",
+         blas_sec ? nlohmann::ordered_json(*blas_sec * 1e3) : nlohmann::ordered_json(nullptr)},
+        {"openblas_gflops", opt(blas_gflops)},
+        {"ratio_vs_openblas", blas_gflops ? nlohmann::ordered_json(gflops / *blas_gflops)
+                                          : nlohmann::ordered_json(nullptr)},
+        {"max_abs_diff_vs_openblas", opt(max_diff)}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("matmul a %s%s @ b %s%s, %d thread%s, median of %d\n",
+              shape_text(o.batch, o.trans_a ? o.k : o.m, o.trans_a ? o.m : o.k).c_str(),
+              o.trans_a ? "^T" : "",
+              shape_text(o.batch, o.trans_b ? o.n : o.k, o.trans_b ? o.k : o.n).c_str(),
+              o.trans_b ? "^T" : "", threads, threads == 1 ? "" : "s", o.repeat);
+  std::printf("  forge     %10.4f ms  %8.1f GFLOP/s", sec * 1e3, gflops);
+  if (gbps) std::printf("  %6.1f GB/s of b", *gbps);
+  std::printf("\n");
+  if (blas_sec) {
+    std::printf("  openblas  %10.4f ms  %8.1f GFLOP/s", *blas_sec * 1e3, *blas_gflops);
+    if (o.m == 1)
+      std::printf("  %6.1f GB/s of b", static_cast<double>(b.nbytes()) / *blas_sec * 1e-9);
+    std::printf("\n  forge / openblas = %.2fx   (max |difference| %.3g)\n", gflops / *blas_gflops,
+                *max_diff);
+  } else {
+    std::printf("  (built without OpenBLAS: no side-by-side figure)\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, Action& action) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Benchmark one op (--op matmul) or a random-init model (--preset NAME); the global "
+      "--threads T may follow the subcommand");
+  // Parsed values must outlive register_bench: the action runs after parsing.
+  auto args = std::make_shared<BenchArgs>();
+  MatmulBenchOptions& mo = args->matmul;
+  ModelBenchOptions& po = args->model;
+  const int64_t max_dim = (int64_t{1} << 31) - 1;
+
+  CLI::Option* op = cmd->add_option("--op", mo.op, "The op to time")
+                        ->check(CLI::IsMember({std::string("matmul")}));
+  CLI::Option* preset =
+      cmd->add_option("--preset", args->preset, "A model preset, e.g. gpt2 (124M shapes)");
+  op->excludes(preset);
+
+  // --op matmul
+  std::vector<CLI::Option*> op_only = {
+      cmd->add_option("--m", mo.m, "matmul: rows of op(a) and of the output")
+          ->check(int_in_range(1, max_dim)),
+      cmd->add_option("--n", mo.n, "matmul: columns of op(b) and of the output")
+          ->check(int_in_range(1, max_dim)),
+      cmd->add_option("--k", mo.k, "matmul: the inner dimension")->check(int_in_range(1, max_dim)),
+      cmd->add_flag("--trans-a", mo.trans_a, "matmul: a is stored [K, M] and used transposed"),
+      cmd->add_flag("--trans-b", mo.trans_b,
+                    "matmul: b is stored [N, K] and used transposed (the tied LM head)"),
+      cmd->add_option("--repeat", mo.repeat, "matmul: timed samples; the median is reported")
+          ->check(int_in_range(1, 10000))
+          ->capture_default_str(),
+  };
+  // --preset NAME
+  std::vector<CLI::Option*> preset_only = {
+      cmd->add_option("--prompt-tokens", po.prompt_tokens, "preset: prompt length (prefill)")
+          ->check(int_in_range(1, 1 << 20))
+          ->capture_default_str(),
+      cmd->add_option("--decode-tokens", po.decode_tokens, "preset: tokens to decode")
+          ->check(int_in_range(0, 1 << 20))
+          ->capture_default_str(),
+      cmd->add_option("--device", po.device, "preset: device (cpu, vulkan, vulkan:N)")
+          ->capture_default_str(),
+  };
+  for (CLI::Option* o : op_only) o->excludes(preset);
+  for (CLI::Option* o : preset_only) o->excludes(op);
+  // Shared: both operands of a matmul, or sequences of a model.
+  cmd->add_option("--batch", mo.batch, "Batch size (matmul: both operands get a batch dim)")
+      ->check(int_in_range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_flag("--json", mo.json, "Print one JSON object instead of text");
+
+  cmd->callback([&action, args] {
+    action = [args]() -> int {
+      if (args->matmul.op.empty() && args->preset.empty())
+        fail(ErrorKind::Format, "give exactly one of --op matmul or --preset NAME");
+      if (!args->preset.empty()) {
+        ModelBenchOptions options = args->model;
+        options.preset = args->preset;
+        options.batch = static_cast<int>(args->matmul.batch);
+        options.json = args->matmul.json;
+        return bench_model(options);
+      }
+      return run_matmul_bench(args->matmul);
+    };
+  });
+}
+
+}  // namespace forge::cli
