@@ -6,6 +6,7 @@
 #include "forge/dtype.h"
 #include "forge/error.h"
 #include "forge/ops.h"
+#include "forge/safetensors.h"
 #include "forge/shape.h"
 #include "forge/tensor.h"
 #include "forge/threads.h"
