@@ -144,16 +144,8 @@ Tensor Model::lm_head(const Tensor& h) const {
              (h.defined() ? h.str() : "an undefined tensor"));
   if (h.device() != device_)
     fail(fn, ErrorKind::Device, "h is on " + h.device().str() + ", the model on " + device_.str());
-  const std::vector<Tensor>& table = weights_.lm_head.empty() ? weights_.wte : weights_.lm_head;
-  if (table.size() == 1) {
-    // logits = h @ wte^T; h as rows [R, C].
-    const Tensor h2 = h.reshape({h.shape().rows(), config_.n_embd});
-    std::vector<int64_t> dims = h.shape().dims();
-    dims.back() = config_.vocab_size;
-    return matmul(h2, table[0], {.trans_a = false, .trans_b = true, .alpha = 1.0f, .b_rows = 0})
-        .reshape(Shape(dims));
-  }
-  return matmul_chunked_transb(h, table);
+  // One code path for one chunk or many, so that chunking never changes a logit.
+  return matmul_chunked_transb(h, weights_.lm_head.empty() ? weights_.wte : weights_.lm_head);
 }
 
 Tensor Model::forward(const Tensor& ids) const {
