@@ -2,6 +2,7 @@
 // that starts with the op's name.
 #pragma once
 
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 
@@ -13,6 +14,13 @@ namespace forge::ops_detail {
 
 [[noreturn]] inline void fail(ErrorKind kind, const char* op, const std::string& what) {
   throw Error(kind, std::string(op) + ": " + what);
+}
+
+/// A float for an error message: "0.5", "1e-08", "nan" (std::to_string prints "0.000000").
+inline std::string fmt_float(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 /// The tensor is defined and of the given dtype.
@@ -51,6 +59,13 @@ inline void check_rank(const char* op, const char* name, const Tensor& t, size_t
   if (t.rank() < lo || t.rank() > hi)
     fail(ErrorKind::Shape, op, std::string(name) + " must have rank " + std::to_string(lo) +
                                    (hi != lo ? "-" + std::to_string(hi) : std::string()) +
+                                   ", got " + t.shape().str());
+}
+
+/// rank >= lo (row ops need a last dimension).
+inline void check_min_rank(const char* op, const char* name, const Tensor& t, size_t lo) {
+  if (t.rank() < lo)
+    fail(ErrorKind::Shape, op, std::string(name) + " must have rank >= " + std::to_string(lo) +
                                    ", got " + t.shape().str());
 }
 

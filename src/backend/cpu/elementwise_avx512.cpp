@@ -1,0 +1,67 @@
+// AVX-512 span kernels for GELU and its backward (see vec_kernels.h).
+//
+// GELU (tanh form) is rewritten with 0.5 (1 + tanh(u)) = sigmoid(2u) = 1 / (1 + exp(-2u)):
+//   gelu(x)  = x / (1 + e),                    e = exp(-2u), u = k0 (x + k1 x^3)
+//   gelu'(x) = s + 2 x s (1 - s) u',           s = 1 / (1 + e), 1 - s = e s
+// which needs one exp, no tanh, and has no cancellation for large |x|.
+#include "backend/cpu/exp_avx512.h"  // first: it must precede <immintrin.h>
+
+#include "backend/cpu/vec_kernels.h"
+
+namespace forge::cpu {
+namespace {
+
+constexpr float kK0 = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kK1 = 0.044715f;
+
+// e = exp(-2u) with -2u clamped to [-88, 88], so that 1 + e and e * s stay finite.
+inline __m512 gelu_e(__m512 x) {
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  const __m512 u = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(kK0), x),
+                                 _mm512_fmadd_ps(_mm512_set1_ps(kK1), x2, _mm512_set1_ps(1.0f)));
+  __m512 t = _mm512_mul_ps(u, _mm512_set1_ps(-2.0f));
+  t = _mm512_max_ps(_mm512_set1_ps(-88.0f), t);
+  t = _mm512_min_ps(_mm512_set1_ps(88.0f), t);
+  return exp512(t);
+}
+
+inline __m512 gelu16(__m512 x) {
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), gelu_e(x)));
+}
+
+inline __m512 gelu_bwd16(__m512 x, __m512 dy) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = gelu_e(x);
+  const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+  const __m512 one_minus_s = _mm512_mul_ps(e, s);
+  // u' = k0 (1 + 3 k1 x^2)
+  const __m512 du = _mm512_mul_ps(
+      _mm512_set1_ps(kK0), _mm512_fmadd_ps(_mm512_set1_ps(3.0f * kK1), _mm512_mul_ps(x, x), one));
+  const __m512 two_x_s = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(2.0f), x), s);
+  const __m512 g = _mm512_fmadd_ps(_mm512_mul_ps(two_x_s, one_minus_s), du, s);
+  return _mm512_mul_ps(dy, g);
+}
+
+}  // namespace
+
+void gelu_avx512(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+void gelu_bwd_avx512(const float* x, const float* dy, float* dx, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dx + i, gelu_bwd16(_mm512_loadu_ps(x + i), _mm512_loadu_ps(dy + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(
+        dx + i, m, gelu_bwd16(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, dy + i)));
+  }
+}
+
+}  // namespace forge::cpu

@@ -1,0 +1,130 @@
+// Index-driven ops: embedding (plain and row-chunked), scatter_add_rows, gather_nll, ce_bwd.
+// Every id/target is range-checked here, on the host, before any kernel runs, so kernels
+// never index out of bounds.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "forge/ops.h"
+#include "ops/check.h"
+
+namespace forge {
+using namespace ops_detail;
+
+namespace {
+
+// Every element of `ids` (U32) is < limit; names the first offender otherwise.
+void check_ids_below(const char* op, const char* name, const Tensor& ids, int64_t limit,
+                     const char* limit_name) {
+  const std::vector<uint32_t> v = ids.to_vector<uint32_t>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (static_cast<int64_t>(v[i]) >= limit)
+      fail(ErrorKind::Range, op,
+           std::string(name) + " " + std::to_string(v[i]) + " at index " + std::to_string(i) +
+               " is out of range for " + limit_name + " " + std::to_string(limit));
+  }
+}
+
+// out shape = ids.shape + [C].
+Shape gathered_shape(const char* op, const Tensor& ids, int64_t C) {
+  std::vector<int64_t> dims = ids.shape().dims();
+  dims.push_back(C);
+  return Shape::checked(dims, op);
+}
+
+// logits [..., V] with N rows and targets with N elements, every target < V.
+void check_logits_targets(const char* op, const Tensor& logits, const Tensor& targets) {
+  check_f32(op, "logits", logits);
+  check_u32(op, "targets", targets);
+  same_device(op, {&logits, &targets});
+  check_min_rank(op, "logits", logits, 1);
+  if (targets.numel() != logits.shape().rows())
+    fail(ErrorKind::Shape, op,
+         "targets " + targets.shape().str() + " must hold one target per row of logits " +
+             logits.shape().str() + " (" + std::to_string(logits.shape().rows()) + " rows)");
+  check_ids_below(op, "target", targets, logits.dim(-1), "vocab size");
+}
+
+}  // namespace
+
+Tensor embedding(const Tensor& ids, const Tensor& table) {
+  const char* op = "embedding";
+  check_u32(op, "ids", ids);
+  check_f32(op, "table", table);
+  Backend& be = same_device(op, {&ids, &table});
+  check_rank(op, "table", table, 2, 2);
+  check_ids_below(op, "id", ids, table.dim(0), "table rows");
+  Tensor out = Tensor::empty(gathered_shape(op, ids, table.dim(1)), DType::F32, ids.device());
+  if (out.numel() > 0) be.embedding(ids, table, 0, out);
+  return out;
+}
+
+Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks) {
+  const char* op = "embedding_chunked";
+  check_u32(op, "ids", ids);
+  if (chunks.empty()) fail(ErrorKind::Shape, op, "no chunks");
+  int64_t total_rows = 0;
+  int64_t C = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Tensor& c = chunks[i];
+    const std::string name = "chunk " + std::to_string(i);
+    check_f32(op, name.c_str(), c);
+    same_device(op, {&ids, &c});
+    check_rank(op, name.c_str(), c, 2, 2);
+    if (i == 0) C = c.dim(1);
+    if (c.dim(1) != C)
+      fail(ErrorKind::Shape, op,
+           name + " " + c.shape().str() + " has width " + std::to_string(c.dim(1)) +
+               ", chunk 0 has " + std::to_string(C));
+    total_rows += c.dim(0);
+  }
+  check_ids_below(op, "id", ids, total_rows, "total table rows");
+  Backend& be = backend_for(ids.device());
+  Tensor out = Tensor::empty(gathered_shape(op, ids, C), DType::F32, ids.device());
+  // Each id falls into exactly one chunk, so every row of out is written exactly once.
+  int64_t row_begin = 0;
+  for (const Tensor& c : chunks) {
+    if (c.dim(0) > 0 && out.numel() > 0) be.embedding(ids, c, row_begin, out);
+    row_begin += c.dim(0);
+  }
+  return out;
+}
+
+Tensor scatter_add_rows(const Tensor& ids, const Tensor& src, int64_t num_rows) {
+  const char* op = "scatter_add_rows";
+  check_u32(op, "ids", ids);
+  check_f32(op, "src", src);
+  Backend& be = same_device(op, {&ids, &src});
+  check_min_rank(op, "src", src, 1);
+  if (src.shape().rows() != ids.numel())
+    fail(ErrorKind::Shape, op,
+         "src " + src.shape().str() + " has " + std::to_string(src.shape().rows()) +
+             " rows but ids " + ids.shape().str() + " has " + std::to_string(ids.numel()) +
+             " elements");
+  // Rows past 2^32 could never be addressed by a U32 id.
+  constexpr int64_t kMaxRows = int64_t{1} << 32;
+  if (num_rows < 0 || num_rows > kMaxRows)
+    fail(ErrorKind::Range, op, "num_rows " + std::to_string(num_rows) + " outside [0, 2^32]");
+  check_ids_below(op, "id", ids, num_rows, "num_rows");
+  Tensor out = Tensor::zeros(Shape::checked({num_rows, src.dim(-1)}, op), DType::F32, src.device());
+  if (src.numel() > 0 && out.numel() > 0) be.scatter_add_rows(ids, src, out);
+  return out;
+}
+
+Tensor gather_nll(const Tensor& logits, const Tensor& targets) {
+  const char* op = "gather_nll";
+  check_logits_targets(op, logits, targets);
+  Tensor out = Tensor::empty({logits.shape().rows()}, DType::F32, logits.device());
+  if (out.numel() > 0) backend_for(logits.device()).gather_nll(logits, targets, out);
+  return out;
+}
+
+Tensor ce_bwd(const Tensor& logits, const Tensor& targets, float scale) {
+  const char* op = "ce_bwd";
+  check_logits_targets(op, logits, targets);
+  Tensor out = Tensor::empty(logits.shape(), DType::F32, logits.device());
+  if (out.numel() > 0) backend_for(logits.device()).ce_bwd(logits, targets, scale, out);
+  return out;
+}
+
+}  // namespace forge

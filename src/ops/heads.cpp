@@ -1,0 +1,135 @@
+// Attention head layout ops: split_heads / merge_heads, their inverses unsplit_head /
+// unmerge_heads, and the in-place KV-cache append. Validation and dispatch only.
+#include <string>
+
+#include "forge/ops.h"
+#include "ops/check.h"
+
+namespace forge {
+using namespace ops_detail;
+
+namespace {
+
+void check_n_head(const char* op, int64_t n_head) {
+  if (n_head < 1) fail(ErrorKind::Range, op, "n_head must be >= 1, got " + std::to_string(n_head));
+}
+
+// C (the channels that the heads share) divisible by n_head.
+void check_divides(const char* op, const char* what, int64_t C, int64_t n_head, const Tensor& t) {
+  if (C % n_head != 0)
+    fail(ErrorKind::Shape, op,
+         "n_head " + std::to_string(n_head) + " does not divide " + what + " " + std::to_string(C) +
+             " of " + t.shape().str());
+}
+
+// a * b for a dimension, without overflow (possible when another dimension is 0, so that
+// divisibility no longer bounds n_head).
+int64_t dim_mul(const char* op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(ErrorKind::Shape, op,
+         "dimension " + std::to_string(a) + " * " + std::to_string(b) + " overflows");
+  return r;
+}
+
+// x is [B*n_head, T, hd]: the head-major layout. Returns B.
+int64_t check_head_major(const char* op, const char* name, const Tensor& x, int64_t n_head) {
+  check_rank(op, name, x, 3, 3);
+  if (x.dim(0) % n_head != 0)
+    fail(ErrorKind::Shape, op,
+         std::string(name) + " " + x.shape().str() + ": dim 0 is not a multiple of n_head " +
+             std::to_string(n_head));
+  return x.dim(0) / n_head;
+}
+
+}  // namespace
+
+Tensor split_heads(const Tensor& qkv, int64_t n_head, int part) {
+  const char* op = "split_heads";
+  check_f32(op, "qkv", qkv);
+  Backend& be = same_device(op, {&qkv});
+  check_rank(op, "qkv", qkv, 2, 3);
+  check_n_head(op, n_head);
+  if (part < 0 || part > 2)
+    fail(ErrorKind::Range, op, "part must be 0 (q), 1 (k) or 2 (v), got " + std::to_string(part));
+  const int64_t C3 = qkv.dim(-1);
+  if (C3 % 3 != 0)
+    fail(ErrorKind::Shape, op,
+         "last dimension of qkv " + qkv.shape().str() + " is not a multiple of 3");
+  const int64_t C = C3 / 3;
+  check_divides(op, "C", C, n_head, qkv);
+  const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1;
+  const int64_t T = qkv.dim(-2);
+  Tensor out = Tensor::empty(Shape::checked({dim_mul(op, B, n_head), T, C / n_head}, op),
+                             DType::F32, qkv.device());
+  if (out.numel() > 0) be.split_heads(qkv, n_head, part, out);
+  return out;
+}
+
+Tensor merge_heads(const Tensor& x, int64_t n_head) {
+  const char* op = "merge_heads";
+  check_f32(op, "x", x);
+  Backend& be = same_device(op, {&x});
+  check_n_head(op, n_head);
+  const int64_t B = check_head_major(op, "x", x, n_head);
+  Tensor out = Tensor::empty(Shape::checked({B, x.dim(1), dim_mul(op, n_head, x.dim(2))}, op),
+                             DType::F32, x.device());
+  if (out.numel() > 0) be.merge_heads(x, n_head, out);
+  return out;
+}
+
+void kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
+  const char* op = "kv_append";
+  check_f32(op, "cache", cache);
+  check_f32(op, "x", x);
+  Backend& be = same_device(op, {&cache, &x});
+  check_rank(op, "cache", cache, 3, 3);
+  check_rank(op, "x", x, 3, 3);
+  if (x.dim(0) != cache.dim(0) || x.dim(2) != cache.dim(2))
+    fail(ErrorKind::Shape, op,
+         "x " + x.shape().str() + " does not fit cache " + cache.shape().str() + " (need [" +
+             std::to_string(cache.dim(0)) + ", t, " + std::to_string(cache.dim(2)) + "])");
+  const int64_t cap = cache.dim(1);
+  const int64_t t = x.dim(1);
+  if (pos < 0) fail(ErrorKind::Range, op, "pos must be >= 0, got " + std::to_string(pos));
+  // pos > cap - t rather than pos + t > cap: no overflow for huge pos.
+  if (pos > cap - t)
+    fail(ErrorKind::Range, op,
+         "kv overflow: pos " + std::to_string(pos) + " + " + std::to_string(t) +
+             " new rows > capacity " + std::to_string(cap));
+  if (x.numel() > 0) be.kv_append(cache, x, pos);
+}
+
+Tensor unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head) {
+  const char* op = "unsplit_head";
+  check_f32(op, "dq", dq);
+  check_f32(op, "dk", dk);
+  check_f32(op, "dv", dv);
+  Backend& be = same_device(op, {&dq, &dk, &dv});
+  check_n_head(op, n_head);
+  check_same_shape(op, "dq", dq, "dk", dk);
+  check_same_shape(op, "dq", dq, "dv", dv);
+  const int64_t B = check_head_major(op, "dq", dq, n_head);
+  Tensor out = Tensor::empty(
+      Shape::checked({B, dq.dim(1), dim_mul(op, 3, dim_mul(op, n_head, dq.dim(2)))}, op),
+      DType::F32, dq.device());
+  if (out.numel() > 0) be.unsplit_head(dq, dk, dv, n_head, out);
+  return out;
+}
+
+Tensor unmerge_heads(const Tensor& x, int64_t n_head) {
+  const char* op = "unmerge_heads";
+  check_f32(op, "x", x);
+  Backend& be = same_device(op, {&x});
+  check_rank(op, "x", x, 2, 3);
+  check_n_head(op, n_head);
+  const int64_t C = x.dim(-1);
+  check_divides(op, "C", C, n_head, x);
+  const int64_t B = x.rank() == 3 ? x.dim(0) : 1;
+  Tensor out = Tensor::empty(Shape::checked({dim_mul(op, B, n_head), x.dim(-2), C / n_head}, op),
+                             DType::F32, x.device());
+  if (out.numel() > 0) be.unmerge_heads(x, n_head, out);
+  return out;
+}
+
+}  // namespace forge

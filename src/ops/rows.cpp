@@ -1,0 +1,100 @@
+// Row ops over the last dimension: softmax, layernorm, their backward rules, sum_rows.
+// Validation and dispatch only.
+#include <cmath>
+#include <string>
+
+#include "forge/ops.h"
+#include "ops/check.h"
+
+namespace forge {
+using namespace ops_detail;
+
+namespace {
+
+void check_eps(const char* op, float eps) {
+  if (!(eps >= 0.0f) || !std::isfinite(eps))
+    fail(ErrorKind::Range, op, "eps must be finite and >= 0, got " + fmt_float(eps));
+}
+
+// gamma (and beta) must be [C] for x [..., C].
+void check_row_param(const char* op, const char* name, const Tensor& p, const Tensor& x) {
+  if (p.rank() != 1 || p.dim(0) != x.dim(-1))
+    fail(ErrorKind::Shape, op,
+         std::string(name) + " must be [" + std::to_string(x.dim(-1)) + "] for x " +
+             x.shape().str() + ", got " + p.shape().str());
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, bool causal, int64_t offset) {
+  const char* op = "softmax";
+  check_f32(op, "x", x);
+  Backend& be = same_device(op, {&x});
+  check_min_rank(op, "x", x, causal ? 2 : 1);
+  // A negative offset would leave whole rows without a visible column; no caller needs it,
+  // so it is rejected rather than given an arbitrary meaning.
+  if (causal && offset < 0)
+    fail(ErrorKind::Range, op, "causal offset must be >= 0, got " + std::to_string(offset));
+  Tensor out = Tensor::empty(x.shape(), DType::F32, x.device());
+  if (out.numel() > 0) be.softmax(x, causal, causal ? offset : 0, out);
+  return out;
+}
+
+Tensor softmax_bwd(const Tensor& y, const Tensor& dy) {
+  const char* op = "softmax_bwd";
+  check_f32(op, "y", y);
+  check_f32(op, "dy", dy);
+  Backend& be = same_device(op, {&y, &dy});
+  check_min_rank(op, "y", y, 1);
+  check_same_shape(op, "y", y, "dy", dy);
+  Tensor dx = Tensor::empty(y.shape(), DType::F32, y.device());
+  if (dx.numel() > 0) be.softmax_bwd(y, dy, dx);
+  return dx;
+}
+
+Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  const char* op = "layernorm";
+  check_f32(op, "x", x);
+  check_f32(op, "gamma", gamma);
+  check_f32(op, "beta", beta);
+  Backend& be = same_device(op, {&x, &gamma, &beta});
+  check_min_rank(op, "x", x, 1);
+  check_row_param(op, "gamma", gamma, x);
+  check_row_param(op, "beta", beta, x);
+  check_eps(op, eps);
+  Tensor out = Tensor::empty(x.shape(), DType::F32, x.device());
+  if (out.numel() > 0) be.layernorm(x, gamma, beta, eps, out);
+  return out;
+}
+
+LayerNormGrads layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps) {
+  const char* op = "layernorm_bwd";
+  check_f32(op, "x", x);
+  check_f32(op, "gamma", gamma);
+  check_f32(op, "dy", dy);
+  Backend& be = same_device(op, {&x, &gamma, &dy});
+  check_min_rank(op, "x", x, 1);
+  check_row_param(op, "gamma", gamma, x);
+  check_same_shape(op, "x", x, "dy", dy);
+  check_eps(op, eps);
+  LayerNormGrads g;
+  g.dx = Tensor::empty(x.shape(), DType::F32, x.device());
+  // Zero-filled: with no rows the parameter gradients are sums over nothing.
+  g.dgamma = Tensor::zeros(gamma.shape(), DType::F32, x.device());
+  g.dbeta = Tensor::zeros(gamma.shape(), DType::F32, x.device());
+  if (x.numel() > 0) be.layernorm_bwd(x, gamma, dy, eps, g.dx, g.dgamma, g.dbeta);
+  return g;
+}
+
+Tensor sum_rows(const Tensor& x) {
+  const char* op = "sum_rows";
+  check_f32(op, "x", x);
+  Backend& be = same_device(op, {&x});
+  check_min_rank(op, "x", x, 1);
+  // Zero-filled: with no rows the column sums are 0.
+  Tensor out = Tensor::zeros({x.dim(-1)}, DType::F32, x.device());
+  if (x.numel() > 0) be.sum_rows(x, out);
+  return out;
+}
+
+}  // namespace forge

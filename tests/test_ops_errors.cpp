@@ -1,0 +1,504 @@
+// Every op's error paths: bad input must throw forge::Error of the right kind, with a message
+// that starts with "<op>: ". Device mismatches cannot be produced in a CPU-only build (every
+// tensor is on the CPU); check.h's same_device is exercised by the Vulkan backend's tests.
+//
+// At the end, a few quick sanity checks of the CPU kernels against values computed here in
+// double; the thorough float64 comparison of every op is tests/test_ops_reference.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "forge/forge.h"
+
+using namespace forge;
+
+namespace {
+
+// Runs f and checks it throws forge::Error of `kind` whose message starts with "<op>: ".
+template <typename F>
+void expect_error(F&& f, ErrorKind kind, const std::string& op, const char* expr) {
+  try {
+    f();
+    ADD_FAILURE() << expr << ": no error thrown (expected " << to_string(kind) << ")";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.kind(), kind) << expr << ": wrong kind, message: " << msg;
+    EXPECT_EQ(msg.rfind(op + ": ", 0), 0u)
+        << expr << ": message does not start with '" << op << ": ': " << msg;
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << expr << ": threw a non-forge exception: " << e.what();
+  }
+}
+
+#define EXPECT_OP_ERROR(stmt, kind, op) \
+  expect_error([&] { (void)(stmt); }, ErrorKind::kind, op, #stmt)
+
+Tensor f32(const Shape& s, float v = 0.5f) { return Tensor::full(s, v); }
+Tensor u32(const std::vector<uint32_t>& v, const Shape& s) { return Tensor::from_vector(v, s); }
+Tensor u32(const Shape& s) { return Tensor::zeros(s, DType::U32); }
+
+// The message of the error f throws ("" if none).
+template <typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Error paths
+// ---------------------------------------------------------------------------------------
+
+TEST(OpsErrors, Add) {
+  const Tensor a = f32({2, 3});
+  EXPECT_OP_ERROR(add(a, f32({2, 4})), Shape, "add");
+  EXPECT_OP_ERROR(add(a, f32({3, 2})), Shape, "add");
+  EXPECT_OP_ERROR(add(a, f32({2})), Shape, "add");     // row vector of the wrong width
+  EXPECT_OP_ERROR(add(a, f32({1, 3})), Shape, "add");  // only a rank-1 [C] broadcasts
+  EXPECT_OP_ERROR(add(f32({3}), f32({2, 3})), Shape, "add");
+  EXPECT_OP_ERROR(add(a, u32({2, 3})), DType, "add");
+  EXPECT_OP_ERROR(add(u32({2, 3}), a), DType, "add");
+  EXPECT_OP_ERROR(add(Tensor(), a), Shape, "add");
+  EXPECT_OP_ERROR(add(a, Tensor()), Shape, "add");
+  EXPECT_NE(message_of([&] { add(a, f32({2, 4})); }).find("[2, 4]"), std::string::npos);
+}
+
+TEST(OpsErrors, AddInPlace) {
+  Tensor a = f32({2, 3});
+  Tensor undefined;
+  EXPECT_OP_ERROR(add_(a, f32({4})), Shape, "add_");
+  EXPECT_OP_ERROR(add_(a, f32({2, 2})), Shape, "add_");
+  EXPECT_OP_ERROR(add_(a, u32({3})), DType, "add_");
+  EXPECT_OP_ERROR(add_(undefined, a), Shape, "add_");
+  // a was not touched by any failed call.
+  for (float v : a.to_vector<float>()) EXPECT_EQ(v, 0.5f);
+}
+
+TEST(OpsErrors, ElementwiseDTypesAndUndefined) {
+  Tensor undefined;
+  Tensor ids = u32({4});
+  EXPECT_OP_ERROR(gelu(ids), DType, "gelu");
+  EXPECT_OP_ERROR(gelu(undefined), Shape, "gelu");
+  EXPECT_OP_ERROR(scale(ids, 2.0f), DType, "scale");
+  EXPECT_OP_ERROR(scale(undefined, 2.0f), Shape, "scale");
+  EXPECT_OP_ERROR(scale_(ids, 2.0f), DType, "scale_");
+  EXPECT_OP_ERROR(scale_(undefined, 2.0f), Shape, "scale_");
+  EXPECT_OP_ERROR(sumsq(ids), DType, "sumsq");
+  EXPECT_OP_ERROR(sumsq(undefined), Shape, "sumsq");
+}
+
+TEST(OpsErrors, GeluBwd) {
+  EXPECT_OP_ERROR(gelu_bwd(f32({2, 3}), f32({3, 2})), Shape, "gelu_bwd");
+  EXPECT_OP_ERROR(gelu_bwd(f32({6}), f32({2, 3})), Shape, "gelu_bwd");
+  EXPECT_OP_ERROR(gelu_bwd(f32({2, 3}), u32({2, 3})), DType, "gelu_bwd");
+  EXPECT_OP_ERROR(gelu_bwd(Tensor(), f32({2, 3})), Shape, "gelu_bwd");
+}
+
+TEST(OpsErrors, Softmax) {
+  EXPECT_OP_ERROR(softmax(f32({})), Shape, "softmax");         // rank 0
+  EXPECT_OP_ERROR(softmax(f32({4}), true), Shape, "softmax");  // causal needs rank >= 2
+  EXPECT_OP_ERROR(softmax(f32({4, 4}), true, -1), Range, "softmax");
+  EXPECT_OP_ERROR(softmax(u32({4, 4})), DType, "softmax");
+  EXPECT_OP_ERROR(softmax(Tensor()), Shape, "softmax");
+  // A large offset is allowed: nothing is masked.
+  EXPECT_NO_THROW(softmax(f32({2, 3}), true, std::numeric_limits<int64_t>::max()));
+  // Non-causal ignores the offset, even a negative one.
+  EXPECT_NO_THROW(softmax(f32({2, 3}), false, -5));
+}
+
+TEST(OpsErrors, SoftmaxBwd) {
+  EXPECT_OP_ERROR(softmax_bwd(f32({2, 3}), f32({2, 4})), Shape, "softmax_bwd");
+  EXPECT_OP_ERROR(softmax_bwd(f32({}), f32({})), Shape, "softmax_bwd");
+  EXPECT_OP_ERROR(softmax_bwd(f32({2, 3}), u32({2, 3})), DType, "softmax_bwd");
+  EXPECT_OP_ERROR(softmax_bwd(Tensor(), f32({2, 3})), Shape, "softmax_bwd");
+}
+
+TEST(OpsErrors, LayerNorm) {
+  const Tensor x = f32({2, 4}), g = f32({4}), b = f32({4});
+  EXPECT_OP_ERROR(layernorm(x, f32({3}), b), Shape, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, g, f32({5})), Shape, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, f32({1, 4}), b), Shape, "layernorm");
+  EXPECT_OP_ERROR(layernorm(f32({}), f32({1}), f32({1})), Shape, "layernorm");
+  EXPECT_OP_ERROR(layernorm(u32({2, 4}), g, b), DType, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, u32({4}), b), DType, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, g, u32({4})), DType, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, Tensor(), b), Shape, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, g, b, -1e-5f), Range, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, g, b, std::nanf("")), Range, "layernorm");
+  EXPECT_OP_ERROR(layernorm(x, g, b, std::numeric_limits<float>::infinity()), Range, "layernorm");
+}
+
+TEST(OpsErrors, LayerNormBwd) {
+  const Tensor x = f32({2, 4}), g = f32({4});
+  EXPECT_OP_ERROR(layernorm_bwd(x, g, f32({2, 3})), Shape, "layernorm_bwd");
+  EXPECT_OP_ERROR(layernorm_bwd(x, f32({3}), f32({2, 4})), Shape, "layernorm_bwd");
+  EXPECT_OP_ERROR(layernorm_bwd(f32({}), f32({1}), f32({})), Shape, "layernorm_bwd");
+  EXPECT_OP_ERROR(layernorm_bwd(x, g, u32({2, 4})), DType, "layernorm_bwd");
+  EXPECT_OP_ERROR(layernorm_bwd(x, Tensor(), x), Shape, "layernorm_bwd");
+  EXPECT_OP_ERROR(layernorm_bwd(x, g, x, -1.0f), Range, "layernorm_bwd");
+}
+
+TEST(OpsErrors, SumRows) {
+  EXPECT_OP_ERROR(sum_rows(f32({})), Shape, "sum_rows");
+  EXPECT_OP_ERROR(sum_rows(u32({2, 3})), DType, "sum_rows");
+  EXPECT_OP_ERROR(sum_rows(Tensor()), Shape, "sum_rows");
+}
+
+TEST(OpsErrors, Embedding) {
+  const Tensor table = f32({5, 3});
+  EXPECT_OP_ERROR(embedding(u32({0, 5}, {2}), table), Range, "embedding");
+  EXPECT_OP_ERROR(embedding(u32({0xFFFFFFFFu}, {1}), table), Range, "embedding");
+  EXPECT_OP_ERROR(embedding(u32({0}, {1}), f32({0, 3})), Range, "embedding");  // empty table
+  EXPECT_OP_ERROR(embedding(f32({2}), table), DType, "embedding");             // f32 ids
+  EXPECT_OP_ERROR(embedding(u32({0}, {1}), u32({5, 3})), DType, "embedding");  // u32 table
+  EXPECT_OP_ERROR(embedding(u32({0}, {1}), f32({15})), Shape, "embedding");
+  EXPECT_OP_ERROR(embedding(u32({0}, {1}), f32({1, 5, 3})), Shape, "embedding");
+  EXPECT_OP_ERROR(embedding(Tensor(), table), Shape, "embedding");
+  const std::string msg = message_of([&] { embedding(u32({1, 2, 7}, {3}), table); });
+  EXPECT_NE(msg.find("7"), std::string::npos) << msg;  // names the bad id
+}
+
+TEST(OpsErrors, EmbeddingChunked) {
+  const Tensor ids = u32({0, 4}, {2});
+  EXPECT_OP_ERROR(embedding_chunked(ids, {}), Shape, "embedding_chunked");
+  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({2, 3}), f32({2, 4})}), Shape,
+                  "embedding_chunked");  // chunks with different widths
+  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({2, 3}), f32({2, 3})}), Range,
+                  "embedding_chunked");  // id 4 >= 2 + 2 rows
+  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({3, 3}), f32({6})}), Shape, "embedding_chunked");
+  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({3, 3}), u32({2, 3})}), DType, "embedding_chunked");
+  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({3, 3}), Tensor()}), Shape, "embedding_chunked");
+  EXPECT_OP_ERROR(embedding_chunked(f32({2}), {f32({5, 3})}), DType, "embedding_chunked");
+}
+
+TEST(OpsErrors, ScatterAddRows) {
+  const Tensor ids = u32({0, 3}, {2});
+  const Tensor src = f32({2, 4});
+  EXPECT_OP_ERROR(scatter_add_rows(ids, src, 3), Range, "scatter_add_rows");  // id 3 >= 3
+  EXPECT_OP_ERROR(scatter_add_rows(ids, src, -1), Range, "scatter_add_rows");
+  EXPECT_OP_ERROR(scatter_add_rows(ids, src, (int64_t{1} << 32) + 1), Range, "scatter_add_rows");
+  EXPECT_OP_ERROR(scatter_add_rows(ids, f32({3, 4}), 5), Shape, "scatter_add_rows");
+  EXPECT_OP_ERROR(scatter_add_rows(ids, f32({}), 5), Shape, "scatter_add_rows");
+  EXPECT_OP_ERROR(scatter_add_rows(f32({2}), src, 5), DType, "scatter_add_rows");
+  EXPECT_OP_ERROR(scatter_add_rows(ids, u32({2, 4}), 5), DType, "scatter_add_rows");
+  EXPECT_OP_ERROR(scatter_add_rows(Tensor(), src, 5), Shape, "scatter_add_rows");
+}
+
+TEST(OpsErrors, GatherNllAndCeBwd) {
+  const Tensor logits = f32({2, 5});
+  for (const char* op : {"gather_nll", "ce_bwd"}) {
+    auto run = [&](const Tensor& l, const Tensor& t) {
+      return std::string(op) == "gather_nll" ? gather_nll(l, t) : ce_bwd(l, t, 0.5f);
+    };
+    EXPECT_OP_ERROR(run(logits, u32({0, 5}, {2})), Range, op);  // target 5 >= V
+    EXPECT_OP_ERROR(run(logits, u32({0, 1, 2}, {3})), Shape, op);
+    EXPECT_OP_ERROR(run(logits, u32({0}, {1})), Shape, op);
+    EXPECT_OP_ERROR(run(f32({}), u32({0}, {1})), Shape, op);
+    EXPECT_OP_ERROR(run(logits, f32({2})), DType, op);
+    EXPECT_OP_ERROR(run(u32({2, 5}), u32({0, 1}, {2})), DType, op);
+    EXPECT_OP_ERROR(run(Tensor(), u32({0, 1}, {2})), Shape, op);
+    EXPECT_OP_ERROR(run(logits, Tensor()), Shape, op);
+    EXPECT_OP_ERROR(run(f32({2, 0}), u32({0, 0}, {2})), Range, op);  // V = 0: no valid target
+  }
+}
+
+TEST(OpsErrors, Dropout) {
+  const Tensor x = f32({8});
+  EXPECT_OP_ERROR(dropout(x, 1.0f, 1), Range, "dropout");
+  EXPECT_OP_ERROR(dropout(x, -0.1f, 1), Range, "dropout");
+  EXPECT_OP_ERROR(dropout(x, 1.5f, 1), Range, "dropout");
+  EXPECT_OP_ERROR(dropout(x, std::nanf(""), 1), Range, "dropout");
+  EXPECT_OP_ERROR(dropout(u32({8}), 0.1f, 1), DType, "dropout");
+  EXPECT_OP_ERROR(dropout(Tensor(), 0.1f, 1), Shape, "dropout");
+}
+
+TEST(OpsErrors, SplitHeads) {
+  const Tensor qkv = f32({2, 3, 12});                             // C = 4
+  EXPECT_OP_ERROR(split_heads(qkv, 3, 0), Shape, "split_heads");  // 3 does not divide 4
+  EXPECT_OP_ERROR(split_heads(qkv, 2, 3), Range, "split_heads");  // part not in 0..2
+  EXPECT_OP_ERROR(split_heads(qkv, 2, -1), Range, "split_heads");
+  EXPECT_OP_ERROR(split_heads(qkv, 0, 0), Range, "split_heads");
+  EXPECT_OP_ERROR(split_heads(qkv, -2, 0), Range, "split_heads");
+  EXPECT_OP_ERROR(split_heads(f32({2, 3, 10}), 1, 0), Shape, "split_heads");  // not 3C
+  EXPECT_OP_ERROR(split_heads(f32({12}), 2, 0), Shape, "split_heads");
+  EXPECT_OP_ERROR(split_heads(f32({1, 2, 3, 12}), 2, 0), Shape, "split_heads");
+  EXPECT_OP_ERROR(split_heads(u32({2, 3, 12}), 2, 0), DType, "split_heads");
+  EXPECT_OP_ERROR(split_heads(Tensor(), 2, 0), Shape, "split_heads");
+  // C = 0 would let any n_head divide it: a huge one must not overflow B * n_head.
+  EXPECT_OP_ERROR(split_heads(f32({4, 3, 0}), int64_t{1} << 62, 0), Shape, "split_heads");
+}
+
+TEST(OpsErrors, MergeHeads) {
+  EXPECT_OP_ERROR(merge_heads(f32({6, 3, 4}), 4), Shape, "merge_heads");  // 6 % 4 != 0
+  EXPECT_OP_ERROR(merge_heads(f32({6, 4}), 2), Shape, "merge_heads");
+  EXPECT_OP_ERROR(merge_heads(f32({6, 3, 4}), 0), Range, "merge_heads");
+  EXPECT_OP_ERROR(merge_heads(u32({6, 3, 4}), 2), DType, "merge_heads");
+  EXPECT_OP_ERROR(merge_heads(Tensor(), 2), Shape, "merge_heads");
+  EXPECT_OP_ERROR(merge_heads(f32({0, 3, 4}), int64_t{1} << 62), Shape, "merge_heads");
+}
+
+TEST(OpsErrors, UnsplitHead) {
+  const Tensor d = f32({4, 3, 2});
+  EXPECT_OP_ERROR(unsplit_head(d, d, f32({4, 3, 3}), 2), Shape, "unsplit_head");
+  EXPECT_OP_ERROR(unsplit_head(d, f32({4, 2, 2}), d, 2), Shape, "unsplit_head");
+  EXPECT_OP_ERROR(unsplit_head(d, d, d, 3), Shape, "unsplit_head");  // 4 % 3 != 0
+  EXPECT_OP_ERROR(unsplit_head(d, d, d, 0), Range, "unsplit_head");
+  EXPECT_OP_ERROR(unsplit_head(f32({4, 6}), f32({4, 6}), f32({4, 6}), 2), Shape, "unsplit_head");
+  EXPECT_OP_ERROR(unsplit_head(d, u32({4, 3, 2}), d, 2), DType, "unsplit_head");
+  EXPECT_OP_ERROR(unsplit_head(d, d, Tensor(), 2), Shape, "unsplit_head");
+}
+
+TEST(OpsErrors, UnmergeHeads) {
+  EXPECT_OP_ERROR(unmerge_heads(f32({2, 3, 10}), 4), Shape, "unmerge_heads");  // 4 !| 10
+  EXPECT_OP_ERROR(unmerge_heads(f32({10}), 2), Shape, "unmerge_heads");
+  EXPECT_OP_ERROR(unmerge_heads(f32({1, 2, 3, 4}), 2), Shape, "unmerge_heads");
+  EXPECT_OP_ERROR(unmerge_heads(f32({2, 3, 8}), 0), Range, "unmerge_heads");
+  EXPECT_OP_ERROR(unmerge_heads(u32({2, 3, 8}), 2), DType, "unmerge_heads");
+  EXPECT_OP_ERROR(unmerge_heads(Tensor(), 2), Shape, "unmerge_heads");
+}
+
+TEST(OpsErrors, KvAppend) {
+  Tensor cache = f32({2, 4, 3}, 0.0f);
+  Tensor undefined;
+  EXPECT_OP_ERROR(kv_append(cache, f32({2, 2, 3}), 3), Range, "kv_append");  // 3 + 2 > 4
+  EXPECT_OP_ERROR(kv_append(cache, f32({2, 5, 3}), 0), Range, "kv_append");
+  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 3}), 4), Range, "kv_append");
+  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 3}), -1), Range, "kv_append");
+  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 3}), std::numeric_limits<int64_t>::max()), Range,
+                  "kv_append");
+  EXPECT_OP_ERROR(kv_append(cache, f32({3, 1, 3}), 0), Shape, "kv_append");  // groups differ
+  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 2}), 0), Shape, "kv_append");  // hd differs
+  EXPECT_OP_ERROR(kv_append(cache, f32({2, 3}), 0), Shape, "kv_append");
+  Tensor flat = f32({8, 3});
+  EXPECT_OP_ERROR(kv_append(flat, f32({2, 1, 3}), 0), Shape, "kv_append");
+  EXPECT_OP_ERROR(kv_append(cache, u32({2, 1, 3}), 0), DType, "kv_append");
+  EXPECT_OP_ERROR(kv_append(undefined, f32({2, 1, 3}), 0), Shape, "kv_append");
+  const std::string msg = message_of([&] { kv_append(cache, f32({2, 2, 3}), 3); });
+  EXPECT_NE(msg.find("kv overflow"), std::string::npos) << msg;
+  // Nothing was written by the failed calls; an exact fit is fine.
+  for (float v : cache.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  EXPECT_NO_THROW(kv_append(cache, f32({2, 2, 3}), 2));
+}
+
+TEST(OpsErrors, AdamW) {
+  Tensor p = f32({4}), m = f32({4}, 0.0f), v = f32({4}, 0.0f);
+  const Tensor g = f32({4});
+  Tensor wrong = f32({5}), ids = u32({4}), undefined;
+  AdamWParams ok;
+  EXPECT_OP_ERROR(adamw(p, wrong, m, v, ok), Shape, "adamw");
+  EXPECT_OP_ERROR(adamw(p, g, wrong, v, ok), Shape, "adamw");
+  EXPECT_OP_ERROR(adamw(p, g, m, wrong, ok), Shape, "adamw");
+  EXPECT_OP_ERROR(adamw(ids, g, m, v, ok), DType, "adamw");
+  EXPECT_OP_ERROR(adamw(p, g, ids, v, ok), DType, "adamw");
+  EXPECT_OP_ERROR(adamw(undefined, g, m, v, ok), Shape, "adamw");
+  auto with = [&](auto set) {
+    AdamWParams q;
+    set(q);
+    return q;
+  };
+  const float nan = std::nanf("");
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const AdamWParams& bad : {
+           with([](AdamWParams& q) { q.lr = -1e-3f; }),
+           with([&](AdamWParams& q) { q.lr = nan; }),
+           with([&](AdamWParams& q) { q.lr = inf; }),
+           with([](AdamWParams& q) { q.beta1 = 1.0f; }),
+           with([](AdamWParams& q) { q.beta1 = -0.1f; }),
+           with([](AdamWParams& q) { q.beta2 = 1.0f; }),
+           with([&](AdamWParams& q) { q.beta2 = nan; }),
+           with([](AdamWParams& q) { q.eps = 0.0f; }),
+           with([](AdamWParams& q) { q.eps = -1e-8f; }),
+           with([](AdamWParams& q) { q.weight_decay = -0.1f; }),
+           with([](AdamWParams& q) { q.step = 0; }),
+           with([](AdamWParams& q) { q.step = -3; }),
+       }) {
+    EXPECT_OP_ERROR(adamw(p, g, m, v, bad), Range, "adamw");
+  }
+  // No failed call touched the state.
+  for (float x : p.to_vector<float>()) EXPECT_EQ(x, 0.5f);
+  for (float x : m.to_vector<float>()) EXPECT_EQ(x, 0.0f);
+}
+
+TEST(OpsErrors, Matmul) {
+  const Tensor a = f32({2, 3}), b = f32({3, 4});
+  EXPECT_OP_ERROR(matmul(a, f32({4, 5})), Shape, "matmul");  // inner dims differ
+  EXPECT_OP_ERROR(matmul(f32({3}), b), Shape, "matmul");
+  EXPECT_OP_ERROR(matmul(f32({1, 1, 2, 3}), b), Shape, "matmul");
+  EXPECT_OP_ERROR(matmul(f32({2, 2, 3}), f32({3, 3, 4})), Shape, "matmul");  // batches differ
+  EXPECT_OP_ERROR(matmul(a, b, {}, f32({5})), Shape, "matmul");              // bias not [N]
+  EXPECT_OP_ERROR(matmul(a, b, {}, f32({1, 4})), Shape, "matmul");
+  EXPECT_OP_ERROR(matmul(u32({2, 3}), b), DType, "matmul");
+  EXPECT_OP_ERROR(matmul(a, u32({3, 4})), DType, "matmul");
+  EXPECT_OP_ERROR(matmul(a, b, {}, u32({4})), DType, "matmul");
+  EXPECT_OP_ERROR(matmul(Tensor(), b), Shape, "matmul");
+  MatmulSpec too_many;
+  too_many.b_rows = 4;  // b stores 3 rows
+  EXPECT_OP_ERROR(matmul(a, b, too_many), Range, "matmul");
+  MatmulSpec negative;
+  negative.b_rows = -1;
+  EXPECT_OP_ERROR(matmul(a, b, negative), Range, "matmul");
+  MatmulSpec cut;
+  cut.b_rows = 2;  // K becomes 2, a has K = 3
+  EXPECT_OP_ERROR(matmul(a, b, cut), Shape, "matmul");
+  MatmulSpec ta;
+  ta.trans_a = true;  // a used as [3, 2]: K = 2 vs b's 3
+  EXPECT_OP_ERROR(matmul(a, b, ta), Shape, "matmul");
+}
+
+TEST(OpsErrors, MatmulChunkedTransb) {
+  const Tensor a = f32({2, 4});
+  EXPECT_OP_ERROR(matmul_chunked_transb(a, {}), Shape, "matmul_chunked_transb");
+  EXPECT_OP_ERROR(matmul_chunked_transb(a, {f32({3, 4}), f32({3, 5})}), Shape,
+                  "matmul_chunked_transb");
+  EXPECT_OP_ERROR(matmul_chunked_transb(a, {f32({12})}), Shape, "matmul_chunked_transb");
+  EXPECT_OP_ERROR(matmul_chunked_transb(a, {u32({3, 4})}), DType, "matmul_chunked_transb");
+  EXPECT_OP_ERROR(matmul_chunked_transb(u32({2, 4}), {f32({3, 4})}), DType,
+                  "matmul_chunked_transb");
+  EXPECT_OP_ERROR(matmul_chunked_transb(f32({}), {f32({3, 4})}), Shape, "matmul_chunked_transb");
+  EXPECT_OP_ERROR(matmul_chunked_transb(a, {f32({3, 4}), Tensor()}), Shape,
+                  "matmul_chunked_transb");
+}
+
+// Empty tensors are valid input: every op returns the right (empty or zero) result.
+TEST(OpsErrors, EmptyTensorsAreFine) {
+  const Tensor e = f32({0, 4});
+  EXPECT_EQ(add(e, f32({4})).shape(), Shape({0, 4}));
+  EXPECT_EQ(gelu(e).shape(), Shape({0, 4}));
+  EXPECT_EQ(softmax(e, true).shape(), Shape({0, 4}));
+  EXPECT_EQ(layernorm(e, f32({4}), f32({4})).shape(), Shape({0, 4}));
+  const LayerNormGrads g = layernorm_bwd(e, f32({4}), e);
+  EXPECT_EQ(g.dgamma.to_vector<float>(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(g.dbeta.to_vector<float>(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(sum_rows(e).to_vector<float>(), std::vector<float>(4, 0.0f));
+  EXPECT_EQ(sumsq(e).to_vector<float>(), std::vector<float>{0.0f});
+  EXPECT_EQ(embedding(u32({0}), f32({3, 4})).shape(), Shape({0, 4}));
+  EXPECT_EQ(scatter_add_rows(u32({0}), e, 3).to_vector<float>(), std::vector<float>(12, 0.0f));
+  EXPECT_EQ(gather_nll(e, u32({0})).shape(), Shape({0}));
+  EXPECT_EQ(split_heads(f32({0, 12}), 2, 1).shape(), Shape({2, 0, 2}));
+  Tensor cache = f32({2, 4, 3});
+  EXPECT_NO_THROW(kv_append(cache, f32({2, 0, 3}), 4));
+}
+
+// ---------------------------------------------------------------------------------------
+// Quick kernel sanity checks (values computed here in double)
+// ---------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<float> ramp(size_t n, float lo, float hi) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = lo + (hi - lo) * static_cast<float>(i) / (n - 1);
+  return v;
+}
+
+}  // namespace
+
+TEST(CpuKernelSanity, GeluAndBackwardMatchTheTanhFormula) {
+  // Wide range, odd length (vector tails), including saturated values.
+  const std::vector<float> x = ramp(1001, -30.0f, 30.0f);
+  const Tensor tx = Tensor::from_vector(x, {1001});
+  const std::vector<float> y = gelu(tx).to_vector<float>();
+  const std::vector<float> dx = gelu_bwd(tx, Tensor::full({1001}, 1.0f)).to_vector<float>();
+  const double k0 = std::sqrt(2.0 / M_PI), k1 = 0.044715;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double u = k0 * (v + k1 * v * v * v);
+    const double t = std::tanh(u);
+    const double want = 0.5 * v * (1.0 + t);
+    const double dwant = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k0 * (1.0 + 3.0 * k1 * v * v);
+    EXPECT_NEAR(y[i], want, 1e-6 + 1e-6 * std::fabs(want)) << "x = " << v;
+    EXPECT_NEAR(dx[i], dwant, 1e-5) << "x = " << v;
+  }
+}
+
+TEST(CpuKernelSanity, CausalSoftmaxMasksExactlyAndNormalizes) {
+  // [2, 3, 37]: two batches of T = 3 rows, S = 37 columns, offset 33: row i sees 34 + i.
+  const int64_t T = 3, S = 37, off = 33;
+  const std::vector<float> x = ramp(2 * T * S, -8.0f, 5.0f);
+  const std::vector<float> y =
+      softmax(Tensor::from_vector(x, {2, T, S}), true, off).to_vector<float>();
+  for (int64_t r = 0; r < 2 * T; ++r) {
+    const int64_t n = std::min<int64_t>(S, r % T + off + 1);
+    double mx = -1e30, sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) mx = std::max<double>(mx, x[r * S + j]);
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(x[r * S + j] - mx);
+    for (int64_t j = 0; j < S; ++j) {
+      if (j < n) {
+        EXPECT_NEAR(y[r * S + j], std::exp(x[r * S + j] - mx) / sum, 1e-6);
+      } else {
+        EXPECT_EQ(y[r * S + j], 0.0f) << "row " << r << " col " << j;
+      }
+    }
+  }
+}
+
+TEST(CpuKernelSanity, GatherNllAndCeBwdOnALongRow) {
+  const int64_t V = 5003;
+  std::vector<float> x = ramp(2 * V, -20.0f, 20.0f);
+  x[7] = 35.0f;  // a dominant logit
+  const std::vector<uint32_t> t = {7, 4000};
+  const Tensor tl = Tensor::from_vector(x, {2, V});
+  const Tensor tt = Tensor::from_vector(t, {2});
+  const std::vector<float> nll = gather_nll(tl, tt).to_vector<float>();
+  const std::vector<float> d = ce_bwd(tl, tt, 0.25f).to_vector<float>();
+  for (int64_t r = 0; r < 2; ++r) {
+    double mx = -1e30, sum = 0.0;
+    for (int64_t j = 0; j < V; ++j) mx = std::max<double>(mx, x[r * V + j]);
+    for (int64_t j = 0; j < V; ++j) sum += std::exp(x[r * V + j] - mx);
+    const double lse = mx + std::log(sum);
+    EXPECT_NEAR(nll[r], lse - x[r * V + t[r]], 1e-5);
+    for (int64_t j = 0; j < V; ++j) {
+      const double want = (std::exp(x[r * V + j] - lse) - (j == t[r] ? 1.0 : 0.0)) * 0.25;
+      EXPECT_NEAR(d[r * V + j], want, 1e-7 + 1e-5 * std::fabs(want)) << r << "," << j;
+    }
+  }
+}
+
+TEST(CpuKernelSanity, DropoutFollowsTheHashAndIsDeterministic) {
+  const int64_t n = 10007;
+  const float p = 0.3f;
+  const Tensor x = Tensor::from_vector(ramp(n, -1.0f, 1.0f), {n});
+  const std::vector<float> xv = x.to_vector<float>();
+  const std::vector<float> y = dropout(x, p, 1234).to_vector<float>();
+  EXPECT_EQ(y, dropout(x, p, 1234).to_vector<float>());
+  const float s = 1.0f / (1.0f - p);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = (dropout_hash(1234, static_cast<uint64_t>(i)) >> 8) >= dropout_threshold(p);
+    kept += keep;
+    EXPECT_EQ(y[i], keep ? xv[i] * s : 0.0f) << i;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.02);
+  EXPECT_EQ(dropout(x, 0.0f, 99).to_vector<float>(), xv);  // p = 0 copies
+}
+
+TEST(CpuKernelSanity, ScatterAddIsInIndexOrderAndThreadCountIndependent) {
+  // Many ids hitting few rows, wide enough rows to be split over threads.
+  const int64_t N = 300, C = 200, rows = 7;
+  std::vector<uint32_t> ids(N);
+  for (int64_t i = 0; i < N; ++i) ids[i] = static_cast<uint32_t>((i * 5) % rows);
+  const std::vector<float> src = ramp(N * C, -3.0f, 3.7f);
+  const Tensor tid = Tensor::from_vector(ids, {N});
+  const Tensor tsrc = Tensor::from_vector(src, {N, C});
+  const int threads = num_threads();
+  set_num_threads(1);
+  const std::vector<float> one = scatter_add_rows(tid, tsrc, rows).to_vector<float>();
+  set_num_threads(2);
+  const std::vector<float> two = scatter_add_rows(tid, tsrc, rows).to_vector<float>();
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);
+  // The same float sums, in index order, by hand.
+  std::vector<float> want(rows * C, 0.0f);
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t c = 0; c < C; ++c) want[ids[i] * C + c] += src[i * C + c];
+  EXPECT_EQ(one, want);
+}
