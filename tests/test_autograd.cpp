@@ -523,7 +523,7 @@ TEST(Autograd, FiniteDifferencesTinyModel) {
 
   auto eval = [&] {
     ag::Tape t;
-    return static_cast<double>(tiny_loss(t, m, ids_t, tg_t).value().to_vector<float>()[0]);
+    return static_cast<double>(tiny_loss(t, m, ids_t, tg_t).item());
   };
   const float h = 1e-2f;
   for (const ag::Parameter& p : m.all()) {
@@ -668,6 +668,7 @@ TEST(AutogradErrors, TapeMisuse) {
   expect_error([&] { ag::add(a, b); }, ErrorKind::Shape, "ag::add");
   expect_error([&] { ag::add(a, ag::Var()); }, ErrorKind::Shape, "ag::add");
   expect_error([&] { ag::Var().value(); }, ErrorKind::Shape, "Var::value");
+  expect_error([&] { a.item(); }, ErrorKind::Shape, "Var::item");
   expect_error([&] { tape.backward(b); }, ErrorKind::Shape, "Tape::backward");
   expect_error([&] { tape.backward(ag::Var()); }, ErrorKind::Shape, "Tape::backward");
   // non-scalar without a seed; seed of the wrong shape

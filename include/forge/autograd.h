@@ -86,6 +86,9 @@ class Var {
   /// The forward value. Error(Shape) "Var::value: undefined Var" for an empty handle.
   const Tensor& value() const;
   const Shape& shape() const { return value().shape(); }
+  /// The value of a one-element F32 Var (a loss) read to the host (a sync on GPUs).
+  /// Error(Shape) unless numel == 1, Error(DType) unless F32.
+  float item() const;
   /// The gradient after backward: for leaves (and parameters: the parameter's accumulated
   /// gradient) and for Vars marked retain_grad(); otherwise undefined (freed during
   /// backward, or no gradient reached this Var).

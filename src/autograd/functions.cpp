@@ -109,7 +109,14 @@ Tensor matmul_grad_a(size_t a_rank, const Tensor& b, const Tensor& dy, const Mat
     m.trans_b = !s.trans_b;
     m.alpha = s.alpha;
     m.b_rows = b_rows;
-    da = matmul(dy, bb, m);  // [(B,) M, K]
+    if (dy.rank() == 3 && bb.rank() == 2) {
+      // A shared b (a linear layer): fold the batch into the rows, one large GEMM.
+      const Tensor dy2 = dy.reshape({dy.dim(0) * dy.dim(1), dy.dim(2)});
+      const Tensor d2 = matmul(dy2, bb, m);  // [B*M, K]
+      da = d2.reshape({dy.dim(0), dy.dim(1), d2.dim(1)});
+    } else {
+      da = matmul(dy, bb, m);  // [(B,) M, K]
+    }
   } else {
     // a stored [K, M]: da = B @ dy^T, with B = b or b^T. (b_rows > 0 with a rank-3 b was
     // rejected when recording.)
@@ -237,7 +244,6 @@ Var matmul(const Var& a, const Var& b, const MatmulSpec& spec, const Var& bias) 
                              : tape_of(op, {{"a", &a}, {"b", &b}});
   const Tensor& A = val(a);
   const Tensor& B = val(b);
-  Tensor out = forge::matmul(A, B, spec, bias.defined() ? val(bias) : Tensor());
   // Gradients through a row prefix of b (the KV-cache read) are an inference-only feature.
   if (spec.b_rows > 0 && rg(b))
     fail(ErrorKind::Unsupported, op,
@@ -246,6 +252,7 @@ Var matmul(const Var& a, const Var& b, const MatmulSpec& spec, const Var& bias) 
   if (spec.b_rows > 0 && spec.trans_a && B.rank() == 3 && rg(a))
     fail(ErrorKind::Unsupported, op,
          "no gradient for a trans_a a with b_rows > 0 and a batched b " + B.shape().str());
+  Tensor out = forge::matmul(A, B, spec, bias.defined() ? val(bias) : Tensor());
   std::vector<NodePtr> inputs{Access::node(a), Access::node(b)};
   if (bias.defined()) inputs.push_back(Access::node(bias));
   // Save only what the needed gradients read: da reads b, db reads a.

@@ -62,6 +62,14 @@ const Tensor& Var::value() const {
   return node_->value;
 }
 
+float Var::item() const {
+  const Tensor& v = value();
+  if (v.numel() != 1)
+    fail(ErrorKind::Shape, "Var::item", "value " + v.shape().str() + " has numel != 1");
+  if (v.dtype() != DType::F32) fail(ErrorKind::DType, "Var::item", "value is not f32: " + v.str());
+  return v.to_vector<float>()[0];
+}
+
 const Tensor& Var::grad() const {
   static const Tensor kNone;
   if (!node_) fail(ErrorKind::Shape, "Var::grad", "undefined Var");
