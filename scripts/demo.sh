@@ -2,17 +2,19 @@
 # Sets up, builds and runs forge's main job: the device list and the matmul benchmark on
 # GPT-2 124M shapes, side by side with OpenBLAS. Usage: bash scripts/demo.sh
 #
-# Environment: FORGE_NUM_THREADS (threads, default: all cores), FORGE_JOBS (compile jobs).
+# Environment: FORGE_NUM_THREADS (threads, default: all cores), FORGE_JOBS (compile jobs),
+# FORGE_BUILD_DIR (default: build).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 bash scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFORGE_WERROR=ON
-cmake --build build -j "${FORGE_JOBS:-$(nproc)}" --target forge
+build="${FORGE_BUILD_DIR:-build}"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFORGE_WERROR=ON
+cmake --build "$build" -j "${FORGE_JOBS:-$(nproc)}" --target forge
 
-forge=build/forge
+forge="$build/forge"
 "$forge" --version
 echo
 "$forge" devices
