@@ -11,7 +11,7 @@
 //     Var h = ag::embedding(ids, w);                       // ids: U32 [B, T]
 //     ...
 //     Var loss = ag::cross_entropy(ag::matmul_chunked_transb(h, {w}), targets);
-//     tape.backward(loss);                                 // wte.grad() += dloss/dwte
+//     tape.backward(ag::scale(loss, 1.0f / n_micro));      // wte.grad() += dloss/dwte / n
 //   ag::clip_grad_norm(params, 1.0f); adamw(...); ag::zero_grad(params);
 //
 // Var is a cheap handle (shared pointer) to a node holding a value Tensor and, after
@@ -26,7 +26,8 @@
 // Errors (forge::Error, message starting with the function's name, e.g. "ag::matmul: ..."):
 // undefined Vars, Vars of different tapes in one op, a Var whose tape was destroyed,
 // recording on or running backward of a tape that already ran backward, backward of a
-// non-scalar without a seed gradient, plus every error of the underlying op.
+// non-scalar without a seed gradient, plus every error of the underlying op (whose message
+// starts with that op's name, e.g. "matmul: inner dimensions differ ...").
 #pragma once
 
 #include <array>
