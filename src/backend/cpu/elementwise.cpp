@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/portable_math.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vec_kernels.h"
 
@@ -34,6 +35,18 @@ void gelu_bwd_portable(const float* x, const float* dy, float* dx, int64_t n) {
     const float s = 1.0f / (1.0f + e);
     const float du = kK0 * (1.0f + 3.0f * kK1 * v * v);
     dx[i] = dy[i] * (s + 2.0f * v * s * (e * s) * du);
+  }
+}
+
+void adamw_portable(float* param, const float* g, float* m, float* v, int64_t n,
+                    const AdamWCoeffs& k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float mi = k.beta1 * m[i] + k.one_minus_beta1 * g[i];
+    const float vi = k.beta2 * v[i] + k.one_minus_beta2 * g[i] * g[i];
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
+    param[i] = param[i] * k.decay - k.step_size * mi / denom;
   }
 }
 
@@ -94,7 +107,7 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, flo
   parallel_for(x.numel(), kGrainElems, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const bool keep = (dropout_hash(seed, static_cast<uint64_t>(i)) >> 8) >= threshold;
-      po[i] = keep ? px[i] * scale : 0.0f;
+      po[i] = select(keep, px[i] * scale, 0.0f);
     }
   });
 }
@@ -108,28 +121,24 @@ void CpuBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   const double t = static_cast<double>(p.step);
   const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
   const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
-  const float step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   // Every coefficient is formed in double and rounded once, as torch does with its
   // Python-float hyperparameters.
-  const float decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
-  const float b1 = p.beta1, b2 = p.beta2, eps = p.eps;
-  const float one_minus_b1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
-  const float one_minus_b2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
+  AdamWCoeffs k;
+  k.decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
+  k.beta1 = p.beta1;
+  k.one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
+  k.beta2 = p.beta2;
+  k.one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
+  k.step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
+  k.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  k.eps = p.eps;
   float* pp = param.data<float>();
   const float* pg = grad.data<float>();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
+  const auto span = use_avx512() ? adamw_avx512 : adamw_portable;
   parallel_for(param.numel(), kGrainElems, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float g = pg[i];
-      const float mi = b1 * pm[i] + one_minus_b1 * g;
-      const float vi = b2 * pv[i] + one_minus_b2 * g * g;
-      pm[i] = mi;
-      pv[i] = vi;
-      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
-      pp[i] = pp[i] * decay - step_size * mi / denom;
-    }
+    span(pp + i0, pg + i0, pm + i0, pv + i0, i1 - i0, k);
   });
 }
 

@@ -64,4 +64,31 @@ void gelu_bwd_avx512(const float* x, const float* dy, float* dx, int64_t n) {
   }
 }
 
+void adamw_avx512(float* param, const float* g, float* m, float* v, int64_t n,
+                  const AdamWCoeffs& k) {
+  const __m512 decay = _mm512_set1_ps(k.decay);
+  const __m512 b1 = _mm512_set1_ps(k.beta1), omb1 = _mm512_set1_ps(k.one_minus_beta1);
+  const __m512 b2 = _mm512_set1_ps(k.beta2), omb2 = _mm512_set1_ps(k.one_minus_beta2);
+  const __m512 step = _mm512_set1_ps(k.step_size), bc2 = _mm512_set1_ps(k.bc2_sqrt);
+  const __m512 eps = _mm512_set1_ps(k.eps);
+  // The same operations, in the same order, as the portable loop (elementwise.cpp); no FMA
+  // contraction, so that both paths round alike.
+  auto update = [&](__mmask16 mask, int64_t i) {
+    const __m512 gi = _mm512_maskz_loadu_ps(mask, g + i);
+    const __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_maskz_loadu_ps(mask, m + i)),
+                                    _mm512_mul_ps(omb1, gi));
+    const __m512 vi = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_maskz_loadu_ps(mask, v + i)),
+                                    _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
+    _mm512_mask_storeu_ps(m + i, mask, mi);
+    _mm512_mask_storeu_ps(v + i, mask, vi);
+    const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
+    const __m512 pi = _mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(mask, param + i), decay),
+                                    _mm512_div_ps(_mm512_mul_ps(step, mi), denom));
+    _mm512_mask_storeu_ps(param + i, mask, pi);
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) update(0xFFFF, i);
+  if (i < n) update(tail_mask(n - i), i);
+}
+
 }  // namespace forge::cpu

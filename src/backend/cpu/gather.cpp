@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/portable_math.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vec_kernels.h"
 
@@ -15,8 +16,7 @@ namespace {
 // log(sum(exp(x))) with the max subtracted; the exps are summed in double (a vocabulary
 // row has ~50k terms). Blocks of 256 keep the exp loop simple enough to auto-vectorize.
 float logsumexp_portable(const float* x, int64_t n) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  const float mx = row_max(x, n);
   if (!std::isfinite(mx)) return mx;  // all -inf, or an inf: that is the answer
   constexpr int64_t kBlock = 256;
   float e[kBlock];

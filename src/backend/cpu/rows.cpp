@@ -9,61 +9,23 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/portable_math.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vec_kernels.h"
 
 namespace forge::cpu {
 namespace {
 
-// Lane-parallel reductions: 16 independent partial results per row, which the compiler
-// maps onto vector registers (a single accumulator would be one serial dependency chain,
-// and reassociating it needs -ffast-math).
-constexpr int kLanes = 16;
-
-float row_max_portable(const float* x, int64_t n) {
-  float m[kLanes];
-  std::fill(m, m + kLanes, -std::numeric_limits<float>::infinity());
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
-  for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
-  float r = m[0];
-  for (int j = 1; j < kLanes; ++j) r = m[j] > r ? m[j] : r;
-  return r;
-}
-
-float row_sum_portable(const float* x, int64_t n) {
-  float s[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) s[j] += x[i + j];
-  for (; i < n; ++i) s[0] += x[i];
-  float r = 0.0f;
-  for (float v : s) r += v;
-  return r;
-}
-
-float row_dot_portable(const float* a, const float* b, int64_t n) {
-  float s[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) s[j] += a[i + j] * b[i + j];
-  for (; i < n; ++i) s[0] += a[i] * b[i];
-  float r = 0.0f;
-  for (float v : s) r += v;
-  return r;
-}
-
 void softmax_row_portable(const float* x, float* y, int64_t n, float scale) {
-  const float mx = row_max_portable(x, n);
+  const float mx = row_max(x, n);
   for (int64_t i = 0; i < n; ++i) y[i] = exp_fast(x[i] - mx);
-  const float k = scale / row_sum_portable(y, n);
+  const float k = scale / row_sum(y, n);
   for (int64_t i = 0; i < n; ++i) y[i] *= k;
 }
 
 // Mean and 1/sqrt(biased var + eps) of one row (two passes: no E[x^2] - E[x]^2 cancellation).
 void row_mean_rstd(const float* x, int64_t C, float eps, float& mean, float& rstd) {
-  mean = row_sum_portable(x, C) / static_cast<float>(C);
+  mean = row_sum(x, C) / static_cast<float>(C);
   float s[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= C; i += kLanes)
@@ -130,7 +92,7 @@ void CpuBackend::softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) {
       const float* dyr = pdy + r * S;
       float* dxr = pdx + r * S;
       // dx = y * (dy - <y, dy>)
-      const float dot = row_dot_portable(yr, dyr, S);
+      const float dot = row_dot(yr, dyr, S);
       for (int64_t c = 0; c < S; ++c) dxr[c] = yr[c] * (dyr[c] - dot);
     }
   });

@@ -11,7 +11,7 @@ namespace forge::cpu {
 namespace {
 
 // Max of x[0, n), four accumulators to hide the max latency; n >= 1.
-float row_max(const float* x, int64_t n) {
+float row_max16(const float* x, int64_t n) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
   int64_t i = 0;
@@ -29,7 +29,7 @@ float row_max(const float* x, int64_t n) {
 }  // namespace
 
 void softmax_row_avx512(const float* x, float* y, int64_t n, float scale) {
-  const __m512 vmax = _mm512_set1_ps(row_max(x, n));
+  const __m512 vmax = _mm512_set1_ps(row_max16(x, n));
   // y = exp(x - max), summed on the way (two accumulators: 32 partial sums per row).
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t i = 0;
