@@ -9,9 +9,9 @@
 // A Tokenizer is an immutable, cheaply copyable handle (shared data); encode/decode may be
 // called from several threads at once.
 //
-// Errors: every function throws forge::Error. Loading throws ErrorKind::Io for missing or
-// unreadable files and ErrorKind::Tokenizer for malformed content, with messages
-// "tokenizer: <file>: <what>"; decode throws ErrorKind::Tokenizer for ids outside the vocab.
+// Errors: every function throws forge::Error of kind ErrorKind::Tokenizer: loading, for
+// missing, unreadable or malformed files ("tokenizer: <file>: <what>"); decoding, for ids
+// outside the vocab ("tokenizer: decode: id ... out of range ...").
 #pragma once
 
 #include <cstdint>

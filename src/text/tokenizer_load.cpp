@@ -276,8 +276,11 @@ std::shared_ptr<const Tokenizer::Impl> Tokenizer::Impl::build(
   };
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const text::MergeRule& r = merges[rank];
-    impl->merges.insert(lookup(r, r.left), lookup(r, r.right), static_cast<uint32_t>(rank),
-                        lookup(r, r.left + r.right));
+    // Separate statements: the errors name the first missing token, left to right.
+    const uint32_t left = lookup(r, r.left);
+    const uint32_t right = lookup(r, r.right);
+    const uint32_t merged = lookup(r, r.left + r.right);
+    impl->merges.insert(left, right, static_cast<uint32_t>(rank), merged);
   }
   impl->serial = ++g_serial;
   return impl;
