@@ -1,17 +1,20 @@
 // GPT-2 weights: loading a model folder (HF names, Conv1D layout, tied or untied head,
 // one file or shards, F32/F16/BF16), random GPT-2 init, building from given weights, and
 // saving a model folder that HF transformers can load.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "forge/backend.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/safetensors.h"
+#include "forge/threads.h"
 
 namespace forge::gpt2 {
 namespace {
@@ -113,19 +116,36 @@ uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-/// Fills host floats with std * N(0, 1): element pair (2i, 2i+1) from one Box-Muller draw
-/// of the 64-bit hash of (stream, i).
-void fill_normal(float* x, int64_t n, uint64_t stream, double stddev) {
-  constexpr double kTwoPi = 6.283185307179586;
-  for (int64_t i = 0; i < n; i += 2) {
+/// Fills x[begin, end) (begin even) of a tensor with std * N(0, 1): element pair (2i, 2i+1)
+/// from one Box-Muller draw of the 64-bit hash of (stream, i).
+void fill_normal_range(float* x, int64_t begin, int64_t end, int64_t n, uint64_t stream,
+                       float stddev) {
+  // Float math: twice as fast as double here, and 24-bit uniforms reach 5.8 sigma, plenty
+  // for an init.
+  constexpr float kTwoPi = 6.28318531f;
+  for (int64_t i = begin; i < end; i += 2) {
     const uint64_t h = splitmix64(stream ^ splitmix64(static_cast<uint64_t>(i / 2)));
-    // Two 32-bit uniforms; u1 in (0, 1] so that log(u1) is finite.
-    const double u1 = (static_cast<double>(h >> 32) + 1.0) * (1.0 / 4294967296.0);
-    const double u2 = static_cast<double>(h & 0xFFFFFFFFULL) * (1.0 / 4294967296.0);
-    const double r = std::sqrt(-2.0 * std::log(u1)) * stddev;
-    x[i] = static_cast<float>(r * std::cos(kTwoPi * u2));
-    if (i + 1 < n) x[i + 1] = static_cast<float>(r * std::sin(kTwoPi * u2));
+    // Two 24-bit uniforms; u1 in (0, 1] so that log(u1) is finite.
+    const float u1 = (static_cast<float>(h >> 40) + 1.0f) * (1.0f / 16777216.0f);
+    const float u2 = static_cast<float>(h & 0xFFFFFFULL) * (1.0f / 16777216.0f);
+    const float r = std::sqrt(-2.0f * std::log(u1)) * stddev;
+    x[i] = r * std::cos(kTwoPi * u2);
+    if (i + 1 < n) x[i + 1] = r * std::sin(kTwoPi * u2);
   }
+}
+
+/// fill_normal_range over the whole tensor, split across threads for big tensors (GPT-2
+/// 124M draws 124M samples; the values do not depend on the split).
+void fill_normal(float* x, int64_t n, uint64_t stream, float stddev) {
+  constexpr int64_t kPerThread = int64_t{1} << 20;
+  const int64_t parts = std::clamp<int64_t>(n / kPerThread, 1, num_threads());
+  std::vector<std::thread> workers;
+  auto bound = [&](int64_t p) { return n * p / parts / 2 * 2; };  // even split points
+  for (int64_t p = 1; p < parts; ++p)
+    workers.emplace_back(fill_normal_range, x, bound(p), p + 1 == parts ? n : bound(p + 1), n,
+                         stream, stddev);
+  fill_normal_range(x, 0, parts == 1 ? n : bound(1), n, stream, stddev);
+  for (std::thread& t : workers) t.join();
 }
 
 Tensor load_tensor(const TensorDirectory& dir, const std::string& name, Device device) {
@@ -241,7 +261,8 @@ Model Model::random(const Config& config, uint64_t seed, const ModelOptions& opt
     throw Error(e.kind(), std::string(fn) + ": " + e.what());
   }
   const int64_t rows = chunk_rows(config, options, fn);
-  const double resid_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  const float resid_std =
+      static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer)));
   Weights w;
   std::vector<Entry> table = entries(config, w);
   // Tensor k of the table draws from its own stream, so that sizes of one tensor never
@@ -257,7 +278,7 @@ Model Model::random(const Config& config, uint64_t seed, const ModelOptions& opt
     } else if (e.bias) {
       std::fill(x, x + n, 0.0f);
     } else {
-      fill_normal(x, n, stream, e.residual ? resid_std : 0.02);
+      fill_normal(x, n, stream, e.residual ? resid_std : 0.02f);
     }
     if (e.slot) {
       *e.slot = options.device.is_cpu() ? host : host.to(options.device);
@@ -268,7 +289,7 @@ Model Model::random(const Config& config, uint64_t seed, const ModelOptions& opt
   if (!config.tie_word_embeddings) {
     Tensor host = Tensor::empty({config.vocab_size, config.n_embd}, DType::F32, Device::cpu());
     fill_normal(host.data<float>(), host.numel(), splitmix64(seed ^ splitmix64(0xF0F0ULL + k)),
-                0.02);
+                0.02f);
     w.lm_head = split_rows(host, rows, options.device);
   }
   return from_weights(config, std::move(w));
