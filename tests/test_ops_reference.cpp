@@ -1,0 +1,424 @@
+// The generic op harness: every case of tests/op_cases.cpp on every device of
+// forge::list_devices() against its float64 reference, then every non-CPU device against
+// the CPU (cross-backend parity). A new backend gets all of these tests by registering
+// itself; a new op gets them by adding cases to op_cases.cpp.
+//
+// Also here, per device: the exact checks that a tolerance cannot express (embedding_chunked
+// bit-identical to embedding, the dropout mask bit-identical to an independent hash,
+// matmul_chunked_transb equal to matmul within the float32 rounding bound).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "forge/forge.h"
+#include "op_cases.h"
+#include "reference.h"
+
+namespace forge::test {
+namespace {
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+/// Compares one output; reports the worst elements. An element passes when
+/// |got - want| <= tol (NaN never passes).
+::testing::AssertionResult close(const std::string& what, const std::vector<float>& got,
+                                 const Expected& want) {
+  if (got.size() != want.value.size())
+    return ::testing::AssertionFailure()
+           << what << ": " << got.size() << " elements, expected " << want.value.size();
+  size_t bad = 0, worst = 0;
+  double worst_excess = -1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want.value[i]);
+    if (!(err <= want.tol[i])) {
+      ++bad;
+      const double excess = std::isnan(err) ? INFINITY : err - want.tol[i];
+      if (excess > worst_excess) {
+        worst_excess = excess;
+        worst = i;
+      }
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": " << bad << " of " << got.size() << " elements off; worst at " << worst
+         << ": got " << got[worst] << ", want " << want.value[worst] << " (error "
+         << std::fabs(got[worst] - want.value[worst]) << ", tolerance " << want.tol[worst] << ")";
+}
+
+/// The harness's own guard against tests that pass by construction: an all-zero output
+/// must fail wherever the reference is not all zeros.
+::testing::AssertionResult tolerance_meaningful(const Expected& want) {
+  bool any_nonzero = false;
+  for (size_t i = 0; i < want.value.size(); ++i) {
+    if (want.value[i] != 0.0) any_nonzero = true;
+    if (std::fabs(want.value[i]) > want.tol[i]) return ::testing::AssertionSuccess();
+  }
+  if (!any_nonzero) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "tolerance is so loose that zeros would pass";
+}
+
+/// Uploads a case's inputs to `device`, runs it, and checks that inputs the op does not own
+/// came back untouched. Unsupported on a non-CPU device skips; on the CPU (which defines
+/// the semantics) it fails.
+bool run_case(const OpCase& c, const std::vector<HostTensor>& inputs, Device device,
+              std::vector<std::vector<float>>& outputs, bool& skipped) {
+  skipped = false;
+  std::vector<Tensor> tensors;
+  for (const HostTensor& h : inputs) tensors.push_back(h.to(device));
+  try {
+    outputs = c.run(tensors);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Unsupported && !device.is_cpu()) {
+      skipped = true;
+      return false;
+    }
+    ADD_FAILURE() << c.name << " on " << device.str() << " threw: " << e.what();
+    return false;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (std::find(c.mutates.begin(), c.mutates.end(), static_cast<int>(i)) != c.mutates.end())
+      continue;
+    const HostTensor& h = inputs[i];
+    const bool same = h.is_u32 ? tensors[i].to_vector<uint32_t>() == h.u32
+                               : tensors[i].to_vector<float>() == h.f32;
+    EXPECT_TRUE(same) << c.name << ": input " << i << " was modified on " << device.str();
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Every case x every device against float64
+// ---------------------------------------------------------------------------------------
+
+struct CaseOnDevice {
+  size_t index = 0;  // into op_cases()
+  Device device;
+  bool placeholder = false;  // parity with no second device: one visible skip
+};
+
+// Readable parameter values in failure messages (instead of a byte dump).
+void PrintTo(const CaseOnDevice& p, std::ostream* os) {
+  if (p.placeholder) {
+    *os << "(no device besides the CPU)";
+    return;
+  }
+  *os << op_cases()[p.index].name << " on " << p.device.str();
+}
+
+std::vector<CaseOnDevice> reference_params() {
+  std::vector<CaseOnDevice> ps;
+  for (const DeviceInfo& d : list_devices())
+    for (size_t i = 0; i < op_cases().size(); ++i) ps.push_back({i, d.device, false});
+  return ps;
+}
+
+std::vector<CaseOnDevice> parity_params() {
+  std::vector<CaseOnDevice> ps;
+  for (const DeviceInfo& d : list_devices()) {
+    if (d.device.is_cpu()) continue;
+    for (size_t i = 0; i < op_cases().size(); ++i) ps.push_back({i, d.device, false});
+  }
+  if (ps.empty()) ps.push_back({0, Device::cpu(), true});
+  return ps;
+}
+
+std::string param_name(const ::testing::TestParamInfo<CaseOnDevice>& info) {
+  if (info.param.placeholder) return "only_cpu";
+  return sanitize(info.param.device.str() + "_" + op_cases()[info.param.index].name);
+}
+
+class OpReference : public ::testing::TestWithParam<CaseOnDevice> {};
+
+TEST_P(OpReference, MatchesFloat64) {
+  const OpCase& c = op_cases()[GetParam().index];
+  const Device device = GetParam().device;
+  SCOPED_TRACE(c.name + " on " + device.str());
+  const std::vector<HostTensor> inputs = c.inputs();
+  const std::vector<Expected> want = c.reference(inputs);
+  std::vector<std::vector<float>> got;
+  bool skipped = false;
+  if (!run_case(c, inputs, device, got, skipped)) {
+    if (skipped) GTEST_SKIP() << c.op << " is not supported on " << device.str();
+    return;
+  }
+  ASSERT_EQ(got.size(), want.size()) << "number of outputs";
+  for (size_t o = 0; o < want.size(); ++o) {
+    const std::string what = "output " + std::to_string(o);
+    ASSERT_EQ(want[o].tol.size(), want[o].value.size()) << what << ": tolerance per element";
+    EXPECT_TRUE(tolerance_meaningful(want[o])) << what;
+    EXPECT_TRUE(close(what, got[o], want[o]));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpReference, ::testing::ValuesIn(reference_params()), param_name);
+
+class OpParity : public ::testing::TestWithParam<CaseOnDevice> {};
+
+TEST_P(OpParity, MatchesCpu) {
+  if (GetParam().placeholder) GTEST_SKIP() << "only the CPU backend is built: nothing to compare";
+  const OpCase& c = op_cases()[GetParam().index];
+  const Device device = GetParam().device;
+  SCOPED_TRACE(c.name + ": " + device.str() + " vs cpu");
+  const std::vector<HostTensor> inputs = c.inputs();
+  const std::vector<Expected> want = c.reference(inputs);
+  std::vector<std::vector<float>> cpu, dev;
+  bool skipped = false;
+  ASSERT_TRUE(run_case(c, inputs, Device::cpu(), cpu, skipped));
+  if (!run_case(c, inputs, device, dev, skipped)) {
+    if (skipped) GTEST_SKIP() << c.op << " is not supported on " << device.str();
+    return;
+  }
+  ASSERT_EQ(cpu.size(), dev.size());
+  for (size_t o = 0; o < cpu.size(); ++o) {
+    // The CPU result stands in for the reference, with the reference's tolerances (exact
+    // stays exact: dropout masks and data movement must be bit-identical across backends).
+    Expected cpu_as_ref;
+    cpu_as_ref.value.assign(cpu[o].begin(), cpu[o].end());
+    cpu_as_ref.tol = want[o].tol;
+    EXPECT_TRUE(close("output " + std::to_string(o), dev[o], cpu_as_ref));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, OpParity, ::testing::ValuesIn(parity_params()), param_name);
+
+// ---------------------------------------------------------------------------------------
+// The case list itself
+// ---------------------------------------------------------------------------------------
+
+TEST(OpCases, NamesAreUniqueAfterSanitizing) {
+  std::set<std::string> names;
+  for (const OpCase& c : op_cases())
+    EXPECT_TRUE(names.insert(sanitize(c.name)).second) << "duplicate case " << c.name;
+}
+
+TEST(OpCases, CoverEveryOpOfOpsH) {
+  // Every function of include/forge/ops.h that runs a kernel (dropout_hash & co. are
+  // checked below). Extend this list when ops.h grows.
+  const std::vector<std::string> ops = {"add",
+                                        "add_",
+                                        "gelu",
+                                        "matmul",
+                                        "softmax",
+                                        "layernorm",
+                                        "embedding",
+                                        "embedding_chunked",
+                                        "matmul_chunked_transb",
+                                        "split_heads",
+                                        "merge_heads",
+                                        "kv_append",
+                                        "gelu_bwd",
+                                        "softmax_bwd",
+                                        "layernorm_bwd",
+                                        "sum_rows",
+                                        "scatter_add_rows",
+                                        "gather_nll",
+                                        "ce_bwd",
+                                        "dropout",
+                                        "unsplit_head",
+                                        "unmerge_heads",
+                                        "sumsq",
+                                        "scale",
+                                        "scale_",
+                                        "adamw"};
+  std::set<std::string> covered;
+  for (const OpCase& c : op_cases()) covered.insert(c.op);
+  for (const std::string& op : ops) EXPECT_TRUE(covered.count(op)) << "no case for " << op;
+  EXPECT_EQ(covered.size(), ops.size()) << "an op in op_cases.cpp is missing from this list";
+}
+
+TEST(OpCases, InputsAreDeterministic) {
+  for (const OpCase& c : op_cases()) {
+    if (c.op != "scatter_add_rows" && c.op != "adamw") continue;
+    const auto a = c.inputs(), b = c.inputs();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].f32, b[i].f32) << c.name;
+      EXPECT_EQ(a[i].u32, b[i].u32) << c.name;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Exact checks, per device
+// ---------------------------------------------------------------------------------------
+
+std::vector<Device> devices() {
+  std::vector<Device> ds;
+  for (const DeviceInfo& d : list_devices()) ds.push_back(d.device);
+  return ds;
+}
+
+std::string device_name(const ::testing::TestParamInfo<Device>& info) {
+  return sanitize(info.param.str());
+}
+
+class OpExact : public ::testing::TestWithParam<Device> {};
+
+// embedding_chunked must equal embedding over the concatenated table bit for bit, however
+// the table is cut.
+TEST_P(OpExact, EmbeddingChunkedIsBitIdenticalToEmbedding) {
+  const Device dev = GetParam();
+  constexpr int64_t V = 1000, C = 33;
+  CaseRng rng("exact/embedding_chunked");
+  const std::vector<float> table = rng.floats(V * C);
+  std::vector<uint32_t> ids = rng.ids(257, V);
+  // Every chunk edge used below, both sides.
+  for (uint32_t edge : {0u, 1u, 7u, 8u, 332u, 333u, 998u, 999u, 141u, 142u, 283u, 284u})
+    ids.push_back(edge);
+  const Tensor id_t = Tensor::from_vector(ids, {static_cast<int64_t>(ids.size())}, dev);
+  const Tensor whole = Tensor::from_vector(table, {V, C}, dev);
+  const std::vector<float> expected = embedding(id_t, whole).to_vector<float>();
+
+  const std::vector<std::vector<int64_t>> chunkings = {
+      {1000},          {1, 999}, {999, 1},
+      {333, 333, 334}, {8, 992}, {142, 142, 142, 142, 142, 142, 142, 6}};
+  for (const auto& rows : chunkings) {
+    std::vector<Tensor> chunks;
+    int64_t start = 0;
+    for (int64_t r : rows) {
+      chunks.push_back(Tensor::from_vector(
+          std::vector<float>(table.begin() + start * C, table.begin() + (start + r) * C), {r, C},
+          dev));
+      start += r;
+    }
+    ASSERT_EQ(start, V);
+    const std::vector<float> got = embedding_chunked(id_t, chunks).to_vector<float>();
+    ASSERT_EQ(got.size(), expected.size());
+    EXPECT_EQ(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)), 0)
+        << rows.size() << " chunks";
+  }
+}
+
+// The header's dropout_hash against the independent re-derivation in reference.cpp,
+// including indices past 2^32 that only the high-word term of the hash reaches.
+TEST(DropoutHash, HeaderMatchesIndependentDerivation) {
+  const uint64_t seeds[] = {0, 1, 42, 0xFFFFFFFFull, 0x100000000ull, 0xDEADBEEF12345678ull, ~0ull};
+  const uint64_t bases[] = {0, 1000, 0xFFFFFF00ull, 0x100000000ull, 0x7FFFFFFFFFFFull};
+  for (uint64_t s : seeds)
+    for (uint64_t b : bases)
+      for (uint64_t i = b; i < b + 300; ++i)
+        ASSERT_EQ(dropout_hash(s, i), ref::dropout_hash(s, i)) << "seed " << s << " index " << i;
+  // Worked by hand from the formula: the mixer maps 0 to 0, so seed 0, index 0 hashes to 0
+  // (and is dropped for every p >= 2^-24).
+  EXPECT_EQ(ref::dropout_hash(0, 0), 0u);
+  EXPECT_FALSE(ref::dropout_keep(0, 0, 0.1f));
+  EXPECT_TRUE(ref::dropout_keep(0, 0, 0.0f));
+  EXPECT_EQ(dropout_threshold(0.5f), 1u << 23);
+  EXPECT_EQ(dropout_threshold(0.0f), 0u);
+  // Site seeds must differ per site (else every layer would drop the same units).
+  std::set<uint64_t> site_seeds;
+  for (uint64_t site = 0; site < 1000; ++site) site_seeds.insert(dropout_site_seed(7, site));
+  EXPECT_EQ(site_seeds.size(), 1000u);
+}
+
+// The dropout op's mask is exactly the hash's; the kept fraction is 1 - p; kept elements are
+// scaled by float(1 / (1 - p)); p = 0 copies bit for bit.
+TEST_P(OpExact, DropoutMaskIsTheHash) {
+  const Device dev = GetParam();
+  constexpr int64_t n = 100003;
+  CaseRng rng("exact/dropout");
+  std::vector<float> x = rng.floats(n, 0.25f, 2.0f);  // never 0, so a drop is visible
+  for (size_t i = 0; i < x.size(); i += 2) x[i] = -x[i];
+  const Tensor xt = Tensor::from_vector(x, {n}, dev);
+
+  const std::vector<float> copy = dropout(xt, 0.0f, 123).to_vector<float>();
+  EXPECT_EQ(std::memcmp(copy.data(), x.data(), x.size() * sizeof(float)), 0) << "p = 0";
+
+  for (float p : {0.1f, 0.25f, 0.5f, 0.9f})
+    for (uint64_t seed : {uint64_t{1}, uint64_t{0x123456789ABCDEF0ull}, uint64_t{1} << 32}) {
+      SCOPED_TRACE("p " + std::to_string(p) + " seed " + std::to_string(seed));
+      const std::vector<float> y = dropout(xt, p, seed).to_vector<float>();
+      const float s = 1.0f / (1.0f - p);
+      int64_t kept = 0, wrong = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const bool keep = ref::dropout_keep(seed, static_cast<uint64_t>(i), p);
+        const float want = keep ? x[static_cast<size_t>(i)] * s : 0.0f;
+        if (y[static_cast<size_t>(i)] != want) ++wrong;
+        kept += keep;
+      }
+      EXPECT_EQ(wrong, 0) << "elements differing from the independent mask * scale";
+      // Kept fraction: binomial, 5 standard deviations.
+      const double frac = static_cast<double>(kept) / n;
+      const double sd = std::sqrt(p * (1.0 - p) / n);
+      EXPECT_NEAR(frac, 1.0 - p, 5 * sd);
+    }
+  // A different seed gives a different mask.
+  const std::vector<float> a = dropout(xt, 0.5f, 1).to_vector<float>();
+  const std::vector<float> b = dropout(xt, 0.5f, 2).to_vector<float>();
+  EXPECT_NE(a, b);
+}
+
+// The chunked LM head equals one matmul with trans_b over the concatenated chunks within
+// the float32 rounding bound: each result is within gamma(K + 1) * sum|terms| of the exact
+// value (K products summed, one alpha multiply; gamma(n) = n u / (1 - n u), u = 2^-24), so
+// the two can differ by at most twice that.
+TEST_P(OpExact, MatmulChunkedTransbEqualsMatmul) {
+  const Device dev = GetParam();
+  CaseRng rng("exact/matmul_chunked_transb");
+  struct Case {
+    std::vector<int64_t> a;
+    std::vector<int64_t> rows;
+    float alpha;
+  };
+  const std::vector<Case> cases = {{{5, 64}, {17, 1, 40}, 1.0f},
+                                   {{2, 3, 33}, {20, 13}, 0.125f},
+                                   {{1, 64}, {100, 100, 57}, -1.0f}};
+  for (const Case& c : cases) {
+    const int64_t K = c.a.back();
+    int64_t V = 0;
+    for (int64_t r : c.rows) V += r;
+    const std::vector<float> a = rng.floats(static_cast<size_t>(Shape(c.a).numel()));
+    const std::vector<float> table = rng.floats(static_cast<size_t>(V * K));
+    const Tensor at = Tensor::from_vector(a, Shape(c.a), dev);
+    std::vector<Tensor> chunks;
+    int64_t start = 0;
+    for (int64_t r : c.rows) {
+      chunks.push_back(Tensor::from_vector(
+          std::vector<float>(table.begin() + start * K, table.begin() + (start + r) * K), {r, K},
+          dev));
+      start += r;
+    }
+    const std::vector<float> got = matmul_chunked_transb(at, chunks, c.alpha).to_vector<float>();
+    const int64_t R = Shape(c.a).numel() / K;
+    MatmulSpec spec;
+    spec.trans_b = true;
+    spec.alpha = c.alpha;
+    const std::vector<float> want =
+        matmul(at.reshape({R, K}), Tensor::from_vector(table, {V, K}, dev), spec)
+            .to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+
+    ref::MatmulDims d;
+    d.m = R;
+    d.k = K;
+    d.n = V;
+    d.trans_b = true;
+    d.b_stored_rows = V;
+    d.alpha = c.alpha;
+    ref::Vec mag;
+    ref::matmul(ref::widen(a), ref::widen(table), {}, d, &mag);
+    const double u = std::ldexp(1.0, -24);
+    const double gamma = (K + 1) * u / (1 - (K + 1) * u);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::fabs(got[i] - want[i]), 2 * gamma * mag[i])
+          << "element " << i << " of a " << Shape(c.a).str();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDevices, OpExact, ::testing::ValuesIn(devices()), device_name);
+
+}  // namespace
+}  // namespace forge::test
