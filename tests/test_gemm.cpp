@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -228,6 +229,17 @@ TEST(Gemm, VocabWidth) {
       check_all_levels(flags_case(s[0], s[1], n, f), 5000 + idx++);
 }
 
+// Every row count of the small-m streaming path (m <= gemm::kSmallM), and the first ones past
+// it, with depths that leave tails in the k loops and widths that leave partial vectors.
+TEST(Gemm, EverySmallRowCount) {
+  Restore restore;
+  int idx = 0;
+  for (int64_t m = 1; m <= gemm::kSmallM + 2; ++m)
+    for (const auto& kn : {std::pair<int64_t, int64_t>{33, 45}, {301, 70}, {7, 1500}})
+      for (int f : {0, 1 | 4, 2 | 8, 1 | 2 | 4 | 8, 2 | 16 | 32 | 64})
+        check_all_levels(flags_case(m, kn.first, kn.second, f), 7000 + idx++);
+}
+
 // K = 0 gives the bias (or zeros); the ops layer still calls the kernel.
 TEST(Gemm, EmptyInnerDimension) {
   const Tensor a = Tensor::zeros({3, 0});
@@ -305,7 +317,7 @@ TEST(Gemm, WritesOnlyC) {
   const float sentinel = 12345.0f;
   for (cpu::SimdLevel level : levels()) {
     ASSERT_TRUE(gemm::force_level(level));
-    for (int64_t M : {1, 3, 29}) {
+    for (int64_t M : {1, 3, 8, 29}) {
       for (bool tb : {false, true}) {
         // N = 57: the last column tile is partial but wider than half a tile for every
         // kernel set; K = 300 spans two depth blocks (the accumulating store).

@@ -40,7 +40,7 @@ struct Problem {
 };
 
 /// Rows of op(A) up to which the unpacked streaming (GEMV-like) path is used.
-inline constexpr int kSmallM = 4;
+inline constexpr int kSmallM = 8;
 
 /// The kernels of one instruction set. All pointers are valid for the ranges described.
 struct Kernels {

@@ -164,47 +164,49 @@ void macro(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb,
 
 // ---- small m ---------------------------------------------------------------------------------
 
-constexpr int64_t kChunk = 1024;
+// Accumulator floats of rows_n (16 KiB, in L1): kM rows of kAccCols<kM> columns, each row
+// a whole number of vectors so that every row stays aligned.
+constexpr int64_t kAccFloats = 4096;
+template <int kM>
+constexpr int64_t kAccCols = kAccFloats / kM / 8 * 8;
 
+// Folds kKU rows of b [K, N] (from row k) into the accumulators acc[r][0 : w].
+template <int kM, int kKU>
+inline void fold_rows(float (&acc)[kM][kAccCols<kM>], const float* a, int64_t lda, const float* bk,
+                      int64_t ldb, int64_t k, int64_t w) {
+  __m256 av[kM][kKU];
+#pragma GCC unroll 8
+  for (int r = 0; r < kM; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < kKU; ++i) av[r][i] = _mm256_set1_ps(a[r * lda + k + i]);
+  for (int64_t o = 0; o < w; o += 8) {
+    const int64_t n = w - o;
+    __m256 x[kKU];
+#pragma GCC unroll 4
+    for (int i = 0; i < kKU; ++i) x[i] = load_n(bk + i * ldb + o, n);
+#pragma GCC unroll 8
+    for (int r = 0; r < kM; ++r) {
+      __m256 s = _mm256_load_ps(acc[r] + o);
+#pragma GCC unroll 4
+      for (int i = 0; i < kKU; ++i) s = _mm256_fmadd_ps(av[r][i], x[i], s);
+      _mm256_store_ps(acc[r] + o, s);
+    }
+  }
+}
+
+// out[0:kM, jc:jc+w] for b [K, N]: B rows stream through and fold into L1 accumulators;
+// kM x kKU broadcast registers stay at 8 or fewer (16 ymm registers in all).
 template <int kM>
 void rows_n_chunk(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t jc,
                   int64_t w, float* c, int64_t ldc, float alpha, const float* bias) {
-  alignas(32) float acc[kM][kChunk];
+  constexpr int kKU = kM <= 2 ? 4 : kM <= 4 ? 2 : 1;
+  alignas(32) float acc[kM][kAccCols<kM>];
   const int64_t padded = (w + 7) / 8 * 8;
   for (int r = 0; r < kM; ++r) std::fill(acc[r], acc[r] + padded, 0.0f);
+  const float* bc = b + jc;
   int64_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    __m256 av[kM][4];
-    for (int r = 0; r < kM; ++r)
-      for (int i = 0; i < 4; ++i) av[r][i] = _mm256_set1_ps(a[r * lda + k + i]);
-    const float* b0 = b + k * ldb + jc;
-    const float* b1 = b0 + ldb;
-    const float* b2 = b1 + ldb;
-    const float* b3 = b2 + ldb;
-    for (int64_t o = 0; o < w; o += 8) {
-      const int64_t n = w - o;
-      const __m256 x0 = load_n(b0 + o, n), x1 = load_n(b1 + o, n);
-      const __m256 x2 = load_n(b2 + o, n), x3 = load_n(b3 + o, n);
-      for (int r = 0; r < kM; ++r) {
-        __m256 s = _mm256_load_ps(acc[r] + o);
-        s = _mm256_fmadd_ps(av[r][0], x0, s);
-        s = _mm256_fmadd_ps(av[r][1], x1, s);
-        s = _mm256_fmadd_ps(av[r][2], x2, s);
-        s = _mm256_fmadd_ps(av[r][3], x3, s);
-        _mm256_store_ps(acc[r] + o, s);
-      }
-    }
-  }
-  for (; k < K; ++k) {
-    const float* bk = b + k * ldb + jc;
-    for (int64_t o = 0; o < w; o += 8) {
-      const __m256 x = load_n(bk + o, w - o);
-      for (int r = 0; r < kM; ++r) {
-        float* s = acc[r] + o;
-        _mm256_store_ps(s, _mm256_fmadd_ps(_mm256_set1_ps(a[r * lda + k]), x, _mm256_load_ps(s)));
-      }
-    }
-  }
+  for (; k + kKU <= K; k += kKU) fold_rows<kM, kKU>(acc, a, lda, bc + k * ldb, ldb, k, w);
+  for (; k < K; ++k) fold_rows<kM, 1>(acc, a, lda, bc + k * ldb, ldb, k, w);
   const __m256 va = _mm256_set1_ps(alpha);
   for (int r = 0; r < kM; ++r) {
     for (int64_t o = 0; o < w; o += 8) {
@@ -218,8 +220,8 @@ void rows_n_chunk(int64_t K, const float* a, int64_t lda, const float* b, int64_
 template <int kM>
 void rows_n_m(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
               int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
-  for (int64_t jc = j0; jc < j1; jc += kChunk)
-    rows_n_chunk<kM>(K, a, lda, b, ldb, jc, std::min(kChunk, j1 - jc), c, ldc, alpha, bias);
+  for (int64_t jc = j0; jc < j1; jc += kAccCols<kM>)
+    rows_n_chunk<kM>(K, a, lda, b, ldb, jc, std::min(kAccCols<kM>, j1 - jc), c, ldc, alpha, bias);
 }
 
 void rows_n(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
@@ -228,7 +230,11 @@ void rows_n(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
     case 1: return rows_n_m<1>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 2: return rows_n_m<2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 3: return rows_n_m<3>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    default: return rows_n_m<4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 4: return rows_n_m<4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 5: return rows_n_m<5>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 6: return rows_n_m<6>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 7: return rows_n_m<7>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_n_m<8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
   }
 }
 
@@ -239,22 +245,36 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// One 8-wide k step of dots(): kRB rows of b against kM rows of a (n valid lanes).
+template <int kM, int kRB>
+inline void dot_step(__m256 (&acc)[kM][kRB], const float* a, int64_t lda, const float* bj,
+                     int64_t ldb, int64_t k, int64_t n) {
+  __m256 bv[kRB];
+#pragma GCC unroll 8
+  for (int q = 0; q < kRB; ++q) bv[q] = load_n(bj + q * ldb + k, n);
+#pragma GCC unroll 8
+  for (int r = 0; r < kM; ++r) {
+    const __m256 av = load_n(a + r * lda + k, n);
+#pragma GCC unroll 8
+    for (int q = 0; q < kRB; ++q) acc[r][q] = _mm256_fmadd_ps(av, bv[q], acc[r][q]);
+  }
+}
+
+// kRB rows of b [N, K] against kM rows of a, one accumulator per dot product.
 template <int kM, int kRB>
 void dots(int64_t K, const float* a, int64_t lda, const float* bj, int64_t ldb, float* c,
           int64_t ldc, int64_t j, float alpha, const float* bias) {
   __m256 acc[kM][kRB];
+#pragma GCC unroll 8
   for (int r = 0; r < kM; ++r)
+#pragma GCC unroll 8
     for (int q = 0; q < kRB; ++q) acc[r][q] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; k += 8) {
-    const int64_t n = K - k;
-    __m256 bv[kRB];
-    for (int q = 0; q < kRB; ++q) bv[q] = load_n(bj + q * ldb + k, n);
-    for (int r = 0; r < kM; ++r) {
-      const __m256 av = load_n(a + r * lda + k, n);
-      for (int q = 0; q < kRB; ++q) acc[r][q] = _mm256_fmadd_ps(av, bv[q], acc[r][q]);
-    }
-  }
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, 8);
+  if (k < K) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, K - k);
+#pragma GCC unroll 8
   for (int r = 0; r < kM; ++r)
+#pragma GCC unroll 8
     for (int q = 0; q < kRB; ++q)
       c[r * ldc + j + q] = alpha * hsum(acc[r][q]) + (bias ? bias[j + q] : 0.0f);
 }
@@ -274,7 +294,11 @@ void rows_t(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
     case 1: return rows_t_m<1, 8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 2: return rows_t_m<2, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 3: return rows_t_m<3, 3>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    default: return rows_t_m<4, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 4: return rows_t_m<4, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 5: return rows_t_m<5, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 6: return rows_t_m<6, 1>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 7: return rows_t_m<7, 1>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_t_m<8, 1>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
   }
 }
 

@@ -123,6 +123,13 @@ template <int kRows>
 void micro(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int64_t cols,
            float alpha, const float* bias, bool accumulate) {
   __m512 acc[kRows][2];
+  // The C tile is read (accumulate) and written only after the k loop; fetching its lines
+  // now hides their cache misses behind the loop (C rows are far apart: no streaming).
+#pragma GCC unroll 14
+  for (int r = 0; r < kRows; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + cols - 1), _MM_HINT_T0);
+  }
 #pragma GCC unroll 14
   for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
@@ -179,62 +186,54 @@ void macro(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb,
 
 // ---- small m ---------------------------------------------------------------------------------
 
-// Columns per accumulator chunk of rows_n (m rows x kChunk floats stay in L1).
-constexpr int64_t kChunk = 1024;
+// Accumulator floats of rows_n (16 KiB, in L1): kM rows of kAccCols<kM> columns, each row
+// a whole number of vectors so that every row stays aligned.
+constexpr int64_t kAccFloats = 4096;
+template <int kM>
+constexpr int64_t kAccCols = kAccFloats / kM / 16 * 16;
 
-// out[0:m, jc:jc+w] for b [K, N]: four B rows at a time stream through (contiguous, one
-// load per 16 columns each) and are folded into the L1-resident accumulators.
+// Folds kKU rows of b [K, N] (from row k) into the accumulators acc[r][0 : w].
+template <int kM, int kKU>
+inline void fold_rows(float (&acc)[kM][kAccCols<kM>], const float* a, int64_t lda, const float* bk,
+                      int64_t ldb, int64_t k, int64_t w) {
+  __m512 av[kM][kKU];
+#pragma GCC unroll 8
+  for (int r = 0; r < kM; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < kKU; ++i) av[r][i] = _mm512_set1_ps(a[r * lda + k + i]);
+  for (int64_t o = 0; o < w; o += 16) {
+    const __mmask16 m = lanes(w - o);
+    __m512 x[kKU];
+#pragma GCC unroll 4
+    for (int i = 0; i < kKU; ++i) x[i] = _mm512_maskz_loadu_ps(m, bk + i * ldb + o);
+#pragma GCC unroll 8
+    for (int r = 0; r < kM; ++r) {
+      __m512 s = _mm512_load_ps(acc[r] + o);
+#pragma GCC unroll 4
+      for (int i = 0; i < kKU; ++i) s = _mm512_fmadd_ps(av[r][i], x[i], s);
+      _mm512_store_ps(acc[r] + o, s);
+    }
+  }
+}
+
+// out[0:kM, jc:jc+w] for b [K, N]: a few B rows at a time stream through (contiguous, one
+// load per 16 columns each) and are folded into the L1-resident accumulators; kM x kKU
+// broadcast registers stay below 16 (4 rows per pass up to kM = 4, 2 beyond).
 template <int kM>
 void rows_n_chunk(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t jc,
                   int64_t w, float* c, int64_t ldc, float alpha, const float* bias) {
-  alignas(64) float acc[kM][kChunk];
-  const int64_t nfull = w / 16;
-  const __mmask16 tail = lanes(w - nfull * 16);
+  constexpr int kKU = kM <= 4 ? 4 : 2;
+  alignas(64) float acc[kM][kAccCols<kM>];
   const int64_t padded = (w + 15) / 16 * 16;
   for (int r = 0; r < kM; ++r) std::fill(acc[r], acc[r] + padded, 0.0f);
+  const float* bc = b + jc;
   int64_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    __m512 av[kM][4];
-    for (int r = 0; r < kM; ++r)
-      for (int i = 0; i < 4; ++i) av[r][i] = _mm512_set1_ps(a[r * lda + k + i]);
-    const float* b0 = b + k * ldb + jc;
-    const float* b1 = b0 + ldb;
-    const float* b2 = b1 + ldb;
-    const float* b3 = b2 + ldb;
-    for (int64_t v = 0; v <= nfull; ++v) {
-      const __mmask16 m = v < nfull ? __mmask16(0xFFFF) : tail;
-      if (!m) break;
-      const int64_t o = v * 16;
-      const __m512 x0 = _mm512_maskz_loadu_ps(m, b0 + o), x1 = _mm512_maskz_loadu_ps(m, b1 + o);
-      const __m512 x2 = _mm512_maskz_loadu_ps(m, b2 + o), x3 = _mm512_maskz_loadu_ps(m, b3 + o);
-      for (int r = 0; r < kM; ++r) {
-        __m512 s = _mm512_load_ps(acc[r] + o);
-        s = _mm512_fmadd_ps(av[r][0], x0, s);
-        s = _mm512_fmadd_ps(av[r][1], x1, s);
-        s = _mm512_fmadd_ps(av[r][2], x2, s);
-        s = _mm512_fmadd_ps(av[r][3], x3, s);
-        _mm512_store_ps(acc[r] + o, s);
-      }
-    }
-  }
-  for (; k < K; ++k) {
-    const float* bk = b + k * ldb + jc;
-    for (int64_t v = 0; v <= nfull; ++v) {
-      const __mmask16 m = v < nfull ? __mmask16(0xFFFF) : tail;
-      if (!m) break;
-      const __m512 x = _mm512_maskz_loadu_ps(m, bk + v * 16);
-      for (int r = 0; r < kM; ++r) {
-        float* s = acc[r] + v * 16;
-        _mm512_store_ps(s, _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), x, _mm512_load_ps(s)));
-      }
-    }
-  }
+  for (; k + kKU <= K; k += kKU) fold_rows<kM, kKU>(acc, a, lda, bc + k * ldb, ldb, k, w);
+  for (; k < K; ++k) fold_rows<kM, 1>(acc, a, lda, bc + k * ldb, ldb, k, w);
   const __m512 va = _mm512_set1_ps(alpha);
   for (int r = 0; r < kM; ++r) {
-    for (int64_t v = 0; v <= nfull; ++v) {
-      const __mmask16 m = v < nfull ? __mmask16(0xFFFF) : tail;
-      if (!m) break;
-      const int64_t o = v * 16;
+    for (int64_t o = 0; o < w; o += 16) {
+      const __mmask16 m = lanes(w - o);
       const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + jc + o) : _mm512_setzero_ps();
       _mm512_mask_storeu_ps(c + r * ldc + jc + o, m,
                             _mm512_fmadd_ps(_mm512_load_ps(acc[r] + o), va, bv));
@@ -245,8 +244,8 @@ void rows_n_chunk(int64_t K, const float* a, int64_t lda, const float* b, int64_
 template <int kM>
 void rows_n_m(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
               int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
-  for (int64_t jc = j0; jc < j1; jc += kChunk)
-    rows_n_chunk<kM>(K, a, lda, b, ldb, jc, std::min(kChunk, j1 - jc), c, ldc, alpha, bias);
+  for (int64_t jc = j0; jc < j1; jc += kAccCols<kM>)
+    rows_n_chunk<kM>(K, a, lda, b, ldb, jc, std::min(kAccCols<kM>, j1 - jc), c, ldc, alpha, bias);
 }
 
 void rows_n(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
@@ -255,7 +254,36 @@ void rows_n(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
     case 1: return rows_n_m<1>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 2: return rows_n_m<2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 3: return rows_n_m<3>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    default: return rows_n_m<4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 4: return rows_n_m<4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 5: return rows_n_m<5>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 6: return rows_n_m<6>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 7: return rows_n_m<7>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_n_m<8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+  }
+}
+
+// Sum of the 16 lanes (a fixed order, so results do not depend on the thread count).
+inline float hsum(__m512 v) {
+  const __m512 s = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+  const __m256 h = _mm512_castps512_ps256(s);
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+// One 16-wide k step of dots(): kRB rows of b against kM rows of a.
+template <int kM, int kRB>
+inline void dot_step(__m512 (&acc)[kM][kRB], const float* a, int64_t lda, const float* bj,
+                     int64_t ldb, int64_t k, __mmask16 m) {
+  __m512 bv[kRB];
+#pragma GCC unroll 8
+  for (int q = 0; q < kRB; ++q) bv[q] = _mm512_maskz_loadu_ps(m, bj + q * ldb + k);
+#pragma GCC unroll 8
+  for (int r = 0; r < kM; ++r) {
+    const __m512 av = _mm512_maskz_loadu_ps(m, a + r * lda + k);
+#pragma GCC unroll 8
+    for (int q = 0; q < kRB; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
   }
 }
 
@@ -265,20 +293,18 @@ template <int kM, int kRB>
 void dots(int64_t K, const float* a, int64_t lda, const float* bj, int64_t ldb, float* c,
           int64_t ldc, int64_t j, float alpha, const float* bias) {
   __m512 acc[kM][kRB];
+#pragma GCC unroll 8
   for (int r = 0; r < kM; ++r)
+#pragma GCC unroll 8
     for (int q = 0; q < kRB; ++q) acc[r][q] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
-    const __mmask16 m = lanes(K - k);
-    __m512 bv[kRB];
-    for (int q = 0; q < kRB; ++q) bv[q] = _mm512_maskz_loadu_ps(m, bj + q * ldb + k);
-    for (int r = 0; r < kM; ++r) {
-      const __m512 av = _mm512_maskz_loadu_ps(m, a + r * lda + k);
-      for (int q = 0; q < kRB; ++q) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
-    }
-  }
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, 0xFFFF);
+  if (k < K) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, lanes(K - k));
+#pragma GCC unroll 8
   for (int r = 0; r < kM; ++r)
+#pragma GCC unroll 8
     for (int q = 0; q < kRB; ++q)
-      c[r * ldc + j + q] = alpha * _mm512_reduce_add_ps(acc[r][q]) + (bias ? bias[j + q] : 0.0f);
+      c[r * ldc + j + q] = alpha * hsum(acc[r][q]) + (bias ? bias[j + q] : 0.0f);
 }
 
 template <int kM, int kRB>
@@ -296,14 +322,21 @@ void rows_t(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
     case 1: return rows_t_m<1, 8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 2: return rows_t_m<2, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 3: return rows_t_m<3, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    default: return rows_t_m<4, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 4: return rows_t_m<4, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 5: return rows_t_m<5, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 6: return rows_t_m<6, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 7: return rows_t_m<7, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_t_m<8, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
   }
 }
 
 }  // namespace
 
 const Kernels* kernels_avx512() {
-  static const Kernels k{"avx512", kMR,    kNR,   256,    14 * 16, 2048,
+  // kc: a 14 x 384 A micro-panel (21 KiB) and the 384 x 32 B micro-panel (48 KiB) stream
+  // from L2; mc: a 168 x 384 A block (252 KiB) stays in L2; nc: a 384 x 1024 B panel
+  // (1.5 MiB) in L3.
+  static const Kernels k{"avx512", kMR,    kNR,   384,    14 * 12, 1024,
                          pack_a,   pack_b, macro, rows_n, rows_t};
   return &k;
 }

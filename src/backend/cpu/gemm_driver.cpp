@@ -10,6 +10,7 @@
 // to minimize that extra packing.
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -67,9 +68,11 @@ constexpr double kSerialFlops = 2.0e6;
 constexpr int64_t kSerialStreamFloats = 32 * 1024;
 // Aim for this many tasks per thread when the work allows: lets the atomic task counter
 // absorb uneven progress without cutting tasks so small that packing dominates.
-constexpr int kTasksPerThread = 3;
+constexpr int kTasksPerThread = 2;
 // Smallest task of the packed path (flops): packing and task dispatch stay a few percent.
 constexpr double kMinTaskFlops = 4.0e6;
+// Largest packed op(A) a task keeps for all its column blocks (floats, per thread).
+constexpr int64_t kResidentFloats = 256 * 1024;
 // Smallest slice of B a small-m task streams (floats): a page or more per B row segment.
 constexpr int64_t kMinSliceFloats = 16384;
 
@@ -143,8 +146,29 @@ void run_block(const Kernels& ks, const Problem& p, int64_t bi, int64_t i0, int6
   const float* a = p.a + bi * p.stride_a;
   const float* b = p.b + bi * p.stride_b;
   float* c = p.c + bi * p.stride_c;
-  float* pa = t_pack_a.get(static_cast<size_t>(ks.mc) * ks.kc);
   float* pb = t_pack_b.get(static_cast<size_t>(ks.nc) * ks.kc);
+  const int64_t rows = i1 - i0;
+  const int64_t rows_pad = ceil_div(rows, ks.mr) * ks.mr;
+  if (j1 - j0 > ks.nc && rows_pad * p.K <= kResidentFloats) {
+    // Few rows, many column blocks (the LM head, short sequences): pack all of this task's
+    // op(A) once, depth block pc at pa + pc * rows_pad, instead of once per column block.
+    float* pa = t_pack_a.get(static_cast<size_t>(rows_pad * p.K));
+    for (int64_t pc = 0; pc < p.K; pc += ks.kc)
+      ks.pack_a(a, p.lda, p.trans_a, i0, pc, rows, std::min<int64_t>(ks.kc, p.K - pc),
+                pa + pc * rows_pad);
+    for (int64_t jc = j0; jc < j1; jc += ks.nc) {
+      const int64_t nc = std::min<int64_t>(ks.nc, j1 - jc);
+      for (int64_t pc = 0; pc < p.K; pc += ks.kc) {
+        const int64_t kc = std::min<int64_t>(ks.kc, p.K - pc);
+        ks.pack_b(b, p.ldb, p.trans_b, pc, jc, nc, kc, pb);
+        const float* bias = pc == 0 && p.bias ? p.bias + jc : nullptr;
+        ks.macro(rows, nc, kc, pa + pc * rows_pad, pb, c + i0 * p.ldc + jc, p.ldc, p.alpha, bias,
+                 pc > 0);
+      }
+    }
+    return;
+  }
+  float* pa = t_pack_a.get(static_cast<size_t>(ks.mc) * ks.kc);
   for (int64_t jc = j0; jc < j1; jc += ks.nc) {
     const int64_t nc = std::min<int64_t>(ks.nc, j1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += ks.kc) {
