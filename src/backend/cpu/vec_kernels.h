@@ -1,11 +1,11 @@
 // Span kernels: the inner loops of the CPU element and row ops, each over one contiguous
 // span (a row, or a slice of a flat tensor). Every kernel has a portable C++ version (in
 // the family file: elementwise.cpp, rows.cpp, gather.cpp) and, where the math is
-// transcendental-heavy, an AVX-512 version (elementwise_avx512.cpp, rows_avx512.cpp,
-// gather_avx512.cpp) chosen at run time by use_avx512().
-// The portable loops' own helpers (exp_fast, row reductions) are in portable_math.h.
-// This header is included by the *_avx512.cpp files too, so the inline functions here must
-// stay unused there (a copy compiled with AVX-512 flags could be the one the linker keeps).
+// transcendental-heavy, an AVX-512 version (elementwise_avx512.cpp, rows_avx512.cpp) chosen at run
+// time by use_avx512(). The portable loops' own helpers (exp_fast, row reductions) are in
+// portable_math.h. This header is included by the *_avx512.cpp files too, so the inline functions
+// here must stay unused there (a copy compiled with AVX-512 flags could be the one the linker
+// keeps).
 #pragma once
 
 #include <cstdint>
