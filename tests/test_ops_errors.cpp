@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/vec_kernels.h"
 #include "forge/forge.h"
 
 using namespace forge;
@@ -501,4 +502,22 @@ TEST(CpuKernelSanity, ScatterAddIsInIndexOrderAndThreadCountIndependent) {
   for (int64_t i = 0; i < N; ++i)
     for (int64_t c = 0; c < C; ++c) want[ids[i] * C + c] += src[i * C + c];
   EXPECT_EQ(one, want);
+}
+
+// The AVX-512 dropout span hashes 16 indices at once and treats the high index word as
+// constant per vector; check it where the flat index crosses 2^32 (a tensor that large is
+// not needed: the span takes its first index as an argument).
+TEST(CpuKernelSanity, DropoutSpanAcrossTheHighIndexWord) {
+  if (!cpu::use_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or FORGE_SIMD caps it)";
+  const int64_t n = 100;
+  const std::vector<float> x = ramp(n, -1.0f, 1.0f);
+  std::vector<float> y(n, -7.0f);
+  const uint64_t seed = 0x123456789abcdefULL;
+  const uint64_t index0 = (uint64_t{1} << 32) - 37;  // crosses inside the third vector
+  const float p = 0.5f, s = 1.0f / (1.0f - p);
+  cpu::dropout_avx512(x.data(), y.data(), n, index0, seed, dropout_threshold(p), s);
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = (dropout_hash(seed, index0 + i) >> 8) >= dropout_threshold(p);
+    EXPECT_EQ(y[i], keep ? x[i] * s : 0.0f) << i;
+  }
 }

@@ -50,6 +50,14 @@ void adamw_portable(float* param, const float* g, float* m, float* v, int64_t n,
   }
 }
 
+void dropout_portable(const float* x, float* y, int64_t n, uint64_t index0, uint64_t seed,
+                      uint32_t threshold, float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = (dropout_hash(seed, index0 + static_cast<uint64_t>(i)) >> 8) >= threshold;
+    y[i] = select(keep, x[i] * scale, 0.0f);
+  }
+}
+
 }  // namespace
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -104,11 +112,9 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, flo
   float* po = out.data<float>();
   // The mask depends only on (seed, flat index), so any split over threads gives the same
   // result, bit for bit, as every other backend.
+  const auto span = use_avx512() ? dropout_avx512 : dropout_portable;
   parallel_for(x.numel(), kGrainElems, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const bool keep = (dropout_hash(seed, static_cast<uint64_t>(i)) >> 8) >= threshold;
-      po[i] = select(keep, px[i] * scale, 0.0f);
-    }
+    span(px + i0, po + i0, i1 - i0, static_cast<uint64_t>(i0), seed, threshold, scale);
   });
 }
 

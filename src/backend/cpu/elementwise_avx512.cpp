@@ -7,6 +7,7 @@
 #include "backend/cpu/exp_avx512.h"  // first: it must precede <immintrin.h>
 
 #include "backend/cpu/vec_kernels.h"
+#include "forge/ops.h"
 
 namespace forge::cpu {
 namespace {
@@ -89,6 +90,53 @@ void adamw_avx512(float* param, const float* g, float* m, float* v, int64_t n,
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) update(0xFFFF, i);
   if (i < n) update(tail_mask(n - i), i);
+}
+
+namespace {
+
+// hash_mix32 (forge/ops.h) on 16 lanes.
+inline __m512i mix16(__m512i x) {
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int>(0x7feb352dU)));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int>(0x846ca68bU)));
+  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+}
+
+}  // namespace
+
+void dropout_avx512(const float* x, float* y, int64_t n, uint64_t index0, uint64_t seed,
+                    uint32_t threshold, float scale) {
+  const __m512i seed_lo = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(seed)));
+  const __m512i seed_hi = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(seed >> 32)));
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  // Compared as unsigned 32-bit: hash >> 8 >= threshold.
+  const __m512i thr = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512 k = _mm512_set1_ps(scale);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t len = n - i < 16 ? n - i : 16;
+    const uint64_t first = index0 + static_cast<uint64_t>(i);
+    const uint64_t last = first + static_cast<uint64_t>(len - 1);
+    if ((first >> 32) != (last >> 32)) {
+      // The high index word changes inside this vector (once per 2^32 elements): scalar.
+      for (int64_t j = i; j < i + len; ++j) {
+        const bool keep = (dropout_hash(seed, index0 + static_cast<uint64_t>(j)) >> 8) >= threshold;
+        y[j] = keep ? x[j] * scale : 0.0f;
+      }
+      continue;
+    }
+    const __mmask16 m = len == 16 ? static_cast<__mmask16>(0xFFFF) : tail_mask(len);
+    // dropout_hash: h = mix(lo(i) ^ lo(seed)); h = mix(h ^ hi(seed) ^ hi(i) * golden)
+    const __m512i lo =
+        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(first))), iota);
+    const uint32_t hi_term = static_cast<uint32_t>(first >> 32) * 0x9E3779B9U;
+    __m512i h = mix16(_mm512_xor_si512(lo, seed_lo));
+    h = mix16(_mm512_xor_si512(_mm512_xor_si512(h, seed_hi),
+                               _mm512_set1_epi32(static_cast<int>(hi_term))));
+    const __mmask16 keep = _mm512_mask_cmpge_epu32_mask(m, _mm512_srli_epi32(h, 8), thr);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_maskz_mul_ps(keep, v, k));
+  }
 }
 
 }  // namespace forge::cpu

@@ -57,6 +57,9 @@ void layernorm_row_avx512(const float* x, const float* gamma, const float* beta,
 /// vectorize: std::sqrt may set errno).
 void adamw_avx512(float* param, const float* g, float* m, float* v, int64_t n,
                   const AdamWCoeffs& k);
+/// y[i] = x[i] * scale if (dropout_hash(seed, index0 + i) >> 8) >= threshold, else 0.
+void dropout_avx512(const float* x, float* y, int64_t n, uint64_t index0, uint64_t seed,
+                    uint32_t threshold, float scale);
 /// log(sum(exp(x[0, n)))), max-subtracted, summed in double; n >= 1.
 float logsumexp_avx512(const float* x, int64_t n);
 
