@@ -256,6 +256,7 @@ void register_bench(CLI::App& app, Action& action) {
           ->capture_default_str(),
       cmd->add_option("--device", po.device, "preset: device (cpu, vulkan, vulkan:N)")
           ->capture_default_str(),
+      cmd->add_flag("--profile", po.profile, "preset: also time each op of a step"),
   };
   for (CLI::Option* o : op_only) o->excludes(preset);
   for (CLI::Option* o : preset_only) o->excludes(op);

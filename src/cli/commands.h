@@ -27,6 +27,7 @@ struct ModelBenchOptions {
   int batch = 1;
   std::string device = "cpu";
   bool json = false;
+  bool profile = false;  // also time each op of a prefill and a decode step (cmd_bench_model.cpp)
 };
 /// Runs the model benchmark (cmd_bench_model.cpp) and prints its report.
 int bench_model(const ModelBenchOptions& options);
