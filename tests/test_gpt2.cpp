@@ -4,10 +4,12 @@
 // trip, and every bad input we promise to reject.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -39,10 +41,26 @@ namespace {
     }                                                                                         \
   } while (0)
 
+/// All scratch folders of this process live under one folder, removed when the tests end.
+fs::path scratch_root() {
+  return fs::path(::testing::TempDir()) / ("forge_gpt2_" + std::to_string(::getpid()));
+}
+
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(scratch_root(), ec);
+  }
+};
+// gtest takes ownership of the environment (its API wants a raw pointer).
+[[maybe_unused]] ::testing::Environment* const scratch_cleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 std::string scratch(const std::string& name) {
-  const fs::path p =
-      fs::path(::testing::TempDir()) / ("forge_gpt2_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path p = scratch_root() / name;
   fs::remove_all(p);
+  fs::create_directories(p.parent_path());
   return p.string();
 }
 
@@ -212,8 +230,11 @@ std::vector<uint32_t> greedy_full(const Model& m, std::vector<uint32_t> seq, int
   std::vector<uint32_t> out;
   for (int i = 0; i < n; ++i) {
     const int64_t T = static_cast<int64_t>(seq.size());
-    const std::vector<float> logits = m.forward(ids_tensor({seq})).to_vector<float>();
-    const uint32_t next = argmax(logits.data() + (T - 1) * V, V);
+    // The whole sequence again (hidden states of every position), then the head on the
+    // last one only: a big vocabulary makes all-position logits needlessly slow.
+    const Tensor h = m.hidden(ids_tensor({seq})).reshape({T, m.config().n_embd});
+    const std::vector<float> logits = m.lm_head(h.narrow_rows(T - 1, 1)).to_vector<float>();
+    const uint32_t next = argmax(logits.data(), V);
     out.push_back(next);
     seq.push_back(next);
   }
@@ -407,6 +428,91 @@ TEST(Gpt2, SavedModelMatchesReferenceAndReloadsExactly) {
   EXPECT_EQ(back.config(), c);
   EXPECT_EQ(back.forward(ids_tensor(ids)).to_vector<float>(), logits);
 }
+
+// ==========================================================================================
+// Golden files made by HF transformers (tools/make_golden.py)
+// ==========================================================================================
+
+class Gpt2Golden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    dir_ = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/" + GetParam();
+    if (!fs::exists(dir_ + "/golden.json"))
+      GTEST_SKIP() << dir_ << " not generated (run tools/make_golden.py)";
+    std::ifstream f(dir_ + "/golden.json");
+    golden_ = json::parse(f);
+    logits_ =
+        std::make_unique<SafeTensorsFile>(SafeTensorsFile::open(dir_ + "/golden.safetensors"));
+  }
+
+  /// Compares forge logits [B, T, V] with a stored block (all columns or [0, cols)).
+  void expect_block(const std::vector<float>& got, int64_t V, const std::string& name) {
+    const Tensor want = logits_->load(name);
+    const std::vector<float> w = want.to_vector<float>();
+    const int64_t cols = want.dim(-1);
+    const int64_t rows = want.shape().rows();
+    ASSERT_EQ(static_cast<int64_t>(got.size()), rows * V) << name;
+    double scale = 1.0, worst = 0.0;
+    for (float v : w) scale = std::max(scale, static_cast<double>(std::abs(v)));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        worst = std::max(worst, static_cast<double>(std::abs(got[r * V + c] - w[r * cols + c])));
+    EXPECT_LE(worst, 1e-4 * scale) << GetParam() << " " << name << ": max |error| " << worst;
+  }
+
+  std::string dir_;
+  json golden_;
+  std::unique_ptr<SafeTensorsFile> logits_;
+};
+
+TEST_P(Gpt2Golden, LogitsAndLossMatchHf) {
+  const Model m = Model::load(dir_);
+  const int64_t V = m.config().vocab_size;
+  EXPECT_EQ(m.config().tie_word_embeddings, golden_["tied"].get<bool>());
+  for (const std::string key : {"prompt", "batch"}) {
+    const auto rows = golden_[key + "_ids"].get<std::vector<std::vector<uint32_t>>>();
+    const Tensor ids = ids_tensor(rows);
+    expect_block(m.forward(ids).to_vector<float>(), V, key + "_logits");
+    const double want = golden_["loss"][key];
+    EXPECT_NEAR(evaluate(m, ids).loss, want, 2e-5 * want) << key;
+    if (rows.size() == 1) {
+      EXPECT_NEAR(evaluate(m, rows[0]).loss, want, 2e-5 * want) << key;
+    }
+  }
+  if (logits_->contains("prompt_last_row")) {
+    // The full row of the prompt's last position, through the cached path.
+    KVCache cache(m, 1);
+    const auto rows = golden_["prompt_ids"].get<std::vector<std::vector<uint32_t>>>();
+    expect_block(m.forward_cached(ids_tensor(rows), cache).to_vector<float>(), V,
+                 "prompt_last_row");
+  }
+}
+
+TEST_P(Gpt2Golden, GreedyTokensMatchHfWithAndWithoutCache) {
+  const Model m = Model::load(dir_);
+  for (const json& g : golden_["greedy"]) {
+    const std::vector<uint32_t> prompt = json_ids(g["prompt"]);
+    const std::vector<uint32_t> want = json_ids(g["tokens"]);
+    ASSERT_GE(want.size(), 64u);
+    const int n = static_cast<int>(want.size());
+    EXPECT_EQ(greedy_cached(m, prompt, n), want) << "min top-2 gap " << g["min_top2_gap"];
+    EXPECT_EQ(greedy_full(m, prompt, n), want) << "min top-2 gap " << g["min_top2_gap"];
+  }
+}
+
+TEST_P(Gpt2Golden, ChunkedLoadIsExact) {
+  const Model whole = Model::load(dir_);
+  ModelOptions o;
+  o.wte_chunk_rows = 37;
+  const Model chunked = Model::load(dir_, o);
+  const Tensor ids = ids_tensor(golden_["batch_ids"].get<std::vector<std::vector<uint32_t>>>());
+  EXPECT_EQ(chunked.forward(ids).to_vector<float>(), whole.forward(ids).to_vector<float>());
+}
+
+std::string golden_name(const ::testing::TestParamInfo<std::string>& p) { return p.param; }
+INSTANTIATE_TEST_SUITE_P(Hf, Gpt2Golden,
+                         ::testing::Values("odd", "f16_50257", "noprefix_bf16", "untied"),
+                         golden_name);
 
 // ==========================================================================================
 // Self-consistency (no Python)
