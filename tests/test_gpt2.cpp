@@ -4,6 +4,7 @@
 // trip, and every bad input we promise to reject.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -513,6 +515,134 @@ std::string golden_name(const ::testing::TestParamInfo<std::string>& p) { return
 INSTANTIATE_TEST_SUITE_P(Hf, Gpt2Golden,
                          ::testing::Values("odd", "f16_50257", "noprefix_bf16", "untied"),
                          golden_name);
+
+// ==========================================================================================
+// forge eval (the CLI)
+// ==========================================================================================
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+/// Runs the forge binary with `args`, capturing stdout and stderr.
+CliRun run_forge(const std::string& args) {
+  const std::string out = scratch("cli_out"), err = scratch("cli_err");
+  const std::string cmd =
+      std::string(FORGE_BINARY) + " " + args + " > " + out + " 2> " + err + " < /dev/null";
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+/// GPT-2's byte-to-character map (bytes_to_unicode), UTF-8 encoded: the vocabulary of a
+/// byte-level tokenizer with no merges, where token id = byte value.
+std::string byte_token(int b) {
+  const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+  int cp = b;
+  if (!printable) {
+    int n = 0;
+    for (int x = 0; x < b; ++x)
+      if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE))) ++n;
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(Gpt2Cli, EvalMatchesTheLibraryOnIdsAndText) {
+  const std::string dir = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/noprefix_bf16";
+  if (!fs::exists(dir + "/config.json")) GTEST_SKIP() << "no golden model";
+  const Model m = Model::load(dir);
+
+  // --ids
+  const std::vector<uint32_t> ids = random_ids(150, 257, 21);
+  std::string list;
+  for (uint32_t id : ids) list += (list.empty() ? "" : ",") + std::to_string(id);
+  CliRun r = run_forge("eval -m " + dir + " --ids " + list + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  const EvalResult want = evaluate(m, ids);  // 150 tokens > ctx 80: two windows
+  EXPECT_EQ(want.windows, 2);
+  EXPECT_DOUBLE_EQ(j["loss"].get<double>(), want.loss);
+  EXPECT_DOUBLE_EQ(j["perplexity"].get<double>(), want.perplexity);
+  EXPECT_EQ(j["tokens"], 150);
+  EXPECT_EQ(j["predictions"], 149);
+  EXPECT_EQ(j["windows"], 2);
+  EXPECT_EQ(j["window"], 80);
+  EXPECT_EQ(j["stride"], 80);
+  r = run_forge("eval -m " + dir + " --ids " + list + " --window 30 --stride 10 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_DOUBLE_EQ(json::parse(r.out)["loss"].get<double>(),
+                   evaluate(m, ids, {.window = 30, .stride = 10}).loss);
+
+  // --text-file through a byte-level tokenizer (257 tokens: bytes + <|endoftext|>), whose
+  // ids are the text's bytes.
+  const std::string tok = scratch("bytetok");
+  fs::create_directories(tok);
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_token(b)] = b;
+  vocab["<|endoftext|>"] = 256;
+  std::ofstream(tok + "/vocab.json") << vocab.dump();
+  std::ofstream(tok + "/merges.txt") << "#version: 0.2\n";
+  const std::string text = "Hello, world! \xc3\xa9t\xc3\xa9 \t 123\nforge eval reads bytes.";
+  const std::string file = scratch("text.txt");
+  std::ofstream(file, std::ios::binary) << text;
+  r = run_forge("eval -m " + dir + " --tokenizer " + tok + " --text-file " + file + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<uint32_t> bytes;
+  for (unsigned char c : text) bytes.push_back(c);
+  EXPECT_DOUBLE_EQ(json::parse(r.out)["loss"].get<double>(), evaluate(m, bytes).loss);
+  EXPECT_EQ(json::parse(r.out)["tokens"], static_cast<int64_t>(text.size()));
+  // Plain output.
+  r = run_forge("eval -m " + dir + " --ids 1,2,3");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("loss ", 0), 0u) << r.out;
+}
+
+TEST(Gpt2Cli, EvalRejectsBadInput) {
+  const std::string dir = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/noprefix_bf16";
+  if (!fs::exists(dir + "/config.json")) GTEST_SKIP() << "no golden model";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"eval -m " + scratch("none") + " --ids 1,2", "does not exist"},
+      {"eval -m " + dir, "exactly one of --ids or --text-file"},
+      {"eval -m " + dir + " --ids 1", "at least 2 tokens"},
+      {"eval -m " + dir + " --ids 1,x", "not a token id"},
+      {"eval -m " + dir + " --ids 1,,2", "not a token id"},
+      {"eval -m " + dir + " --ids 1,257", "token id 257"},
+      {"eval -m " + dir + " --ids 1,99999999999", "not a token id"},
+      {"eval -m " + dir + " --ids 1,2 --window 81", "window"},
+      {"eval -m " + dir + " --ids 1,2 --window 5 --stride 6", "stride"},
+      {"eval -m " + dir + " --text-file " + scratch("missing.txt"), "tokenizer"},
+      {"eval -m " + dir + " --tokenizer " + dir + " --text-file /dev/null", "tokenizer"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const CliRun r = run_forge(args);
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_EQ(r.out, "") << args;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+}
 
 // ==========================================================================================
 // Self-consistency (no Python)
