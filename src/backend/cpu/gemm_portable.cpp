@@ -9,9 +9,10 @@
 namespace forge::cpu::gemm {
 namespace {
 
-// 4 x 16 tile: 64 accumulators, a size that 128-bit SIMD targets keep in 16 registers.
+// 4 x 8 tile: 32 accumulators = 8 registers of a 128-bit SIMD target (SSE2, NEON, wasm
+// SIMD128), leaving room for the B row and the broadcast.
 constexpr int kMR = 4;
-constexpr int kNR = 16;
+constexpr int kNR = 8;
 
 void pack_a(const float* a, int64_t lda, bool trans_a, int64_t i0, int64_t k0, int64_t mc,
             int64_t kc, float* dst) {
@@ -52,15 +53,19 @@ void pack_b(const float* b, int64_t ldb, bool trans_b, int64_t k0, int64_t j0, i
   }
 }
 
-// C tile [rows, cols] = alpha * PA @ PB (+ bias) (+ C).
+// C tile [rows, cols] = alpha * PA @ PB (+ bias) (+ C). Written so that compilers keep acc
+// in vector registers: fully unrolled fixed-size loops, j innermost over a contiguous B row.
 template <int kRows>
 void micro(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, int64_t cols,
            float alpha, const float* bias, bool accumulate) {
   float acc[kRows][kNR] = {};
   for (int64_t k = 0; k < kc; ++k) {
     const float* bk = pb + k * kNR;
+    const float* ak = pa + k * kMR;
+#pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
-      const float ar = pa[k * kMR + r];
+      const float ar = ak[r];
+#pragma GCC unroll 8
       for (int j = 0; j < kNR; ++j) acc[r][j] += ar * bk[j];
     }
   }
