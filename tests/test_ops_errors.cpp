@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/span_loops.h"  // the baseline build of the span loops
 #include "backend/cpu/vec_kernels.h"
 #include "forge/forge.h"
 
@@ -520,4 +521,40 @@ TEST(CpuKernelSanity, DropoutSpanAcrossTheHighIndexWord) {
     const bool keep = (dropout_hash(seed, index0 + i) >> 8) >= dropout_threshold(p);
     EXPECT_EQ(y[i], keep ? x[i] * s : 0.0f) << i;
   }
+}
+
+// spans_avx2.cpp compiles span_loops.h for AVX2 + FMA; this file compiles it for the
+// baseline. They agree to float rounding (FMA contraction may move an ulp), dropout exactly.
+// This also tests the AVX2 build on machines whose pick() would choose AVX-512.
+TEST(CpuKernelSanity, Avx2SpansMatchBaselineLoops) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "no AVX2 + FMA";
+#else
+  GTEST_SKIP() << "not x86-64";
+#endif
+  const int64_t n = 1037;  // odd: vector tails
+  const std::vector<float> x = ramp(n, -40.0f, 40.0f), dy = ramp(n, 3.0f, -2.0f);
+  const std::vector<float> g = ramp(n, 0.5f, 1.5f), b = ramp(n, -0.1f, 0.2f);
+  std::vector<float> want(n), got(n);
+  auto expect_same = [&](const char* what) {
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-6f * (1.0f + std::fabs(want[i]))) << what << " at " << i;
+  };
+  cpu::gelu_loop(x.data(), want.data(), n);
+  cpu::gelu_avx2(x.data(), got.data(), n);
+  expect_same("gelu");
+  cpu::gelu_bwd_loop(x.data(), dy.data(), want.data(), n);
+  cpu::gelu_bwd_avx2(x.data(), dy.data(), got.data(), n);
+  expect_same("gelu_bwd");
+  cpu::softmax_row_loop(x.data(), want.data(), n, 0.5f);
+  cpu::softmax_row_avx2(x.data(), got.data(), n, 0.5f);
+  expect_same("softmax_row");
+  cpu::layernorm_row_loop(x.data(), g.data(), b.data(), 1e-5f, want.data(), n);
+  cpu::layernorm_row_avx2(x.data(), g.data(), b.data(), 1e-5f, got.data(), n);
+  expect_same("layernorm_row");
+  cpu::dropout_loop(x.data(), want.data(), n, (uint64_t{1} << 32) - 500, 77, 1u << 23, 2.0f);
+  cpu::dropout_avx2(x.data(), got.data(), n, (uint64_t{1} << 32) - 500, 77, 1u << 23, 2.0f);
+  EXPECT_EQ(got, want) << "dropout";
+  EXPECT_NEAR(cpu::logsumexp_loop(x.data(), n), cpu::logsumexp_avx2(x.data(), n), 1e-5f);
 }

@@ -7,59 +7,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/portable_math.h"
+#include "backend/cpu/span_loops.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vec_kernels.h"
 
 namespace forge::cpu {
-namespace {
-
-constexpr float kK0 = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kK1 = 0.044715f;
-
-// GELU via 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)) (derivation in elementwise_avx512.cpp).
-// exp_fast clamps its input to [-87.3, 88], so 1 + e and e * s stay finite.
-void gelu_portable(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float u = kK0 * v * (1.0f + kK1 * v * v);
-    y[i] = v / (1.0f + exp_fast(-2.0f * u));
-  }
-}
-
-void gelu_bwd_portable(const float* x, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float u = kK0 * v * (1.0f + kK1 * v * v);
-    const float e = exp_fast(-2.0f * u);
-    const float s = 1.0f / (1.0f + e);
-    const float du = kK0 * (1.0f + 3.0f * kK1 * v * v);
-    dx[i] = dy[i] * (s + 2.0f * v * s * (e * s) * du);
-  }
-}
-
-void adamw_portable(float* param, const float* g, float* m, float* v, int64_t n,
-                    const AdamWCoeffs& k) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float mi = k.beta1 * m[i] + k.one_minus_beta1 * g[i];
-    const float vi = k.beta2 * v[i] + k.one_minus_beta2 * g[i] * g[i];
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = std::sqrt(vi) / k.bc2_sqrt + k.eps;
-    param[i] = param[i] * k.decay - k.step_size * mi / denom;
-  }
-}
-
-void dropout_portable(const float* x, float* y, int64_t n, uint64_t index0, uint64_t seed,
-                      uint32_t threshold, float scale) {
-  for (int64_t i = 0; i < n; ++i) {
-    const bool keep = (dropout_hash(seed, index0 + static_cast<uint64_t>(i)) >> 8) >= threshold;
-    y[i] = select(keep, x[i] * scale, 0.0f);
-  }
-}
-
-}  // namespace
-
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
@@ -84,7 +36,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 void CpuBackend::gelu(const Tensor& x, Tensor& out) {
   const float* px = x.data<float>();
   float* py = out.data<float>();
-  const auto span = use_avx512() ? gelu_avx512 : gelu_portable;
+  const auto span = pick(gelu_avx512, gelu_avx2, gelu_loop);
   parallel_for(x.numel(), kGrainTranscendental,
                [&](int64_t i0, int64_t i1) { span(px + i0, py + i0, i1 - i0); });
 }
@@ -93,7 +45,7 @@ void CpuBackend::gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const float* px = x.data<float>();
   const float* pdy = dy.data<float>();
   float* pdx = dx.data<float>();
-  const auto span = use_avx512() ? gelu_bwd_avx512 : gelu_bwd_portable;
+  const auto span = pick(gelu_bwd_avx512, gelu_bwd_avx2, gelu_bwd_loop);
   parallel_for(x.numel(), kGrainTranscendental,
                [&](int64_t i0, int64_t i1) { span(px + i0, pdy + i0, pdx + i0, i1 - i0); });
 }
@@ -112,7 +64,7 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, flo
   float* po = out.data<float>();
   // The mask depends only on (seed, flat index), so any split over threads gives the same
   // result, bit for bit, as every other backend.
-  const auto span = use_avx512() ? dropout_avx512 : dropout_portable;
+  const auto span = pick(dropout_avx512, dropout_avx2, dropout_loop);
   parallel_for(x.numel(), kGrainElems, [&](int64_t i0, int64_t i1) {
     span(px + i0, po + i0, i1 - i0, static_cast<uint64_t>(i0), seed, threshold, scale);
   });
@@ -142,7 +94,7 @@ void CpuBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
   const float* pg = grad.data<float>();
   float* pm = m.data<float>();
   float* pv = v.data<float>();
-  const auto span = use_avx512() ? adamw_avx512 : adamw_portable;
+  const auto span = use_avx512() ? adamw_avx512 : adamw_loop;
   parallel_for(param.numel(), kGrainElems, [&](int64_t i0, int64_t i1) {
     span(pp + i0, pg + i0, pm + i0, pv + i0, i1 - i0, k);
   });

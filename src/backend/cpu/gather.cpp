@@ -6,36 +6,11 @@
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/portable_math.h"
+#include "backend/cpu/span_loops.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vec_kernels.h"
 
 namespace forge::cpu {
-namespace {
-
-// log(sum(exp(x))) with the max subtracted; the exps are summed in double (a vocabulary
-// row has ~50k terms). Blocks of 256 keep the exp loop simple enough to auto-vectorize.
-float logsumexp_portable(const float* x, int64_t n) {
-  const float mx = row_max(x, n);
-  if (!std::isfinite(mx)) return mx;  // all -inf, or an inf: that is the answer
-  constexpr int64_t kBlock = 256;
-  float e[kBlock];
-  double acc[8] = {};
-  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-    const int64_t len = std::min(kBlock, n - i0);
-    for (int64_t j = 0; j < len; ++j) e[j] = exp_fast(x[i0 + j] - mx);
-    int64_t j = 0;
-    for (; j + 8 <= len; j += 8)
-      for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(e[j + k]);
-    for (; j < len; ++j) acc[0] += static_cast<double>(e[j]);
-  }
-  double sum = 0.0;
-  for (double a : acc) sum += a;
-  return mx + static_cast<float>(std::log(sum));
-}
-
-}  // namespace
-
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out) {
   const uint32_t* pid = ids.data<uint32_t>();
   const float* pt = table.data<float>();
@@ -75,7 +50,7 @@ void CpuBackend::gather_nll(const Tensor& logits, const Tensor& targets, Tensor&
   const uint32_t* pt = targets.data<uint32_t>();
   float* po = out.data<float>();
   const int64_t V = logits.shape().cols();
-  const auto lse = use_avx512() ? logsumexp_avx512 : logsumexp_portable;
+  const auto lse = pick(logsumexp_avx512, logsumexp_avx2, logsumexp_loop);
   parallel_for(logits.shape().rows(), row_grain(V, kGrainTranscendental),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {

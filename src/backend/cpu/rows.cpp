@@ -9,43 +9,12 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/portable_math.h"
+#include "backend/cpu/span_loops.h"
 #include "backend/cpu/thread_pool.h"
 #include "backend/cpu/vec_kernels.h"
 
 namespace forge::cpu {
 namespace {
-
-void softmax_row_portable(const float* x, float* y, int64_t n, float scale) {
-  const float mx = row_max(x, n);
-  for (int64_t i = 0; i < n; ++i) y[i] = exp_fast(x[i] - mx);
-  const float k = scale / row_sum(y, n);
-  for (int64_t i = 0; i < n; ++i) y[i] *= k;
-}
-
-// Mean and 1/sqrt(biased var + eps) of one row (two passes: no E[x^2] - E[x]^2 cancellation).
-void row_mean_rstd(const float* x, int64_t C, float eps, float& mean, float& rstd) {
-  mean = row_sum(x, C) / static_cast<float>(C);
-  float s[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= C; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) {
-      const float d = x[i + j] - mean;
-      s[j] += d * d;
-    }
-  for (; i < C; ++i) s[0] += (x[i] - mean) * (x[i] - mean);
-  float var = 0.0f;
-  for (float v : s) var += v;
-  var /= static_cast<float>(C);
-  rstd = 1.0f / std::sqrt(var + eps);
-}
-
-void layernorm_row_portable(const float* x, const float* gamma, const float* beta, float eps,
-                            float* y, int64_t C) {
-  float mean, rstd;
-  row_mean_rstd(x, C, eps, mean, rstd);
-  for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - mean) * rstd * gamma[c] + beta[c];
-}
 
 // Columns per band of a column reduction: wide enough for whole vectors and cache lines.
 constexpr int64_t kBand = 64;
@@ -53,11 +22,8 @@ constexpr int64_t kBand = 64;
 }  // namespace
 
 void softmax_row(const float* x, float* y, int64_t n, float scale) {
-  if (use_avx512()) {
-    softmax_row_avx512(x, y, n, scale);
-  } else {
-    softmax_row_portable(x, y, n, scale);
-  }
+  static const auto span = pick(softmax_row_avx512, softmax_row_avx2, softmax_row_loop);
+  span(x, y, n, scale);
 }
 
 void CpuBackend::softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) {
@@ -105,7 +71,7 @@ void CpuBackend::layernorm(const Tensor& x, const Tensor& gamma, const Tensor& b
   const float* pb = beta.data<float>();
   float* py = out.data<float>();
   const int64_t C = x.shape().cols();
-  const auto row = use_avx512() ? layernorm_row_avx512 : layernorm_row_portable;
+  const auto row = pick(layernorm_row_avx512, layernorm_row_avx2, layernorm_row_loop);
   parallel_for(x.shape().rows(), row_grain(C, kGrainElems), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) row(px + r * C, pg, pb, eps, py + r * C, C);
   });

@@ -17,6 +17,17 @@ namespace forge::cpu {
 /// True when the AVX-512 span kernels may run (CPU support, FORGE_SIMD not capping it).
 inline bool use_avx512() { return simd_level() == SimdLevel::Avx512; }
 
+/// The span kernel for this CPU: the AVX-512 one, else the AVX2 one, else the baseline one.
+template <typename F>
+F pick(F avx512, F avx2, F baseline) {
+  switch (simd_level()) {
+    case SimdLevel::Avx512: return avx512;
+    case SimdLevel::Avx2: return avx2;
+    case SimdLevel::Portable: break;
+  }
+  return baseline;
+}
+
 /// Elements of memory-bound work one thread should get before a second thread is worth
 /// waking (~64 KiB of floats): decode-sized rows (768 wide) stay on the calling thread.
 inline constexpr int64_t kGrainElems = 16384;
@@ -41,6 +52,17 @@ struct AdamWCoeffs {
   float bc2_sqrt;   // sqrt(1 - beta2^t)
   float eps;
 };
+
+// --- AVX2 builds of the span_loops.h kernels (spans_avx2.cpp); same contracts as below ---
+
+void gelu_avx2(const float* x, float* y, int64_t n);
+void gelu_bwd_avx2(const float* x, const float* dy, float* dx, int64_t n);
+void softmax_row_avx2(const float* x, float* y, int64_t n, float scale);
+void layernorm_row_avx2(const float* x, const float* gamma, const float* beta, float eps, float* y,
+                        int64_t C);
+float logsumexp_avx2(const float* x, int64_t n);
+void dropout_avx2(const float* x, float* y, int64_t n, uint64_t index0, uint64_t seed,
+                  uint32_t threshold, float scale);
 
 // --- AVX-512 span kernels (defined in *_avx512.cpp; call only when use_avx512()) ---
 
