@@ -46,8 +46,28 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char
   if (file_pages > SIZE_MAX - page) fail_io(context, path, "file too large to map");
   m->map_bytes_ = file_pages + page;
 
-  // Reserve the whole range anonymously, then map the file over its start (MAP_FIXED
-  // replaces the reservation's first pages atomically).
+  // Preferred: map the file where the kernel likes, then the spare page right after it
+  // (MAP_FIXED_NOREPLACE fails instead of clobbering anything already there). A file mapped
+  // with MAP_FIXED over an anonymous reservation (the fallback below) reads up to 8x slower
+  // in GEMV-style access on some virtualized kernels (measured: GPT-2 124M decode 1.0 vs
+  // 8.6 tok/s with otherwise identical mappings).
+  if (m->size_ > 0) {
+    void* file = ::mmap(nullptr, m->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
+    if (file != MAP_FAILED) {
+      std::byte* want = static_cast<std::byte*>(file) + file_pages;
+      void* tail = ::mmap(want, page, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+      if (tail == want) {
+        m->data_ = static_cast<std::byte*>(file);
+        return m;
+      }
+      // Taken (or a kernel without MAP_FIXED_NOREPLACE put it elsewhere): undo, fall back.
+      if (tail != MAP_FAILED) ::munmap(tail, page);
+      ::munmap(file, m->size_);
+    }
+  }
+  // Fallback: reserve the whole range anonymously, then map the file over its start
+  // (MAP_FIXED replaces the reservation's first pages atomically).
   void* base =
       ::mmap(nullptr, m->map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
