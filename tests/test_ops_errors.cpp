@@ -553,6 +553,14 @@ TEST(CpuKernelSanity, Avx2SpansMatchBaselineLoops) {
   cpu::layernorm_row_loop(x.data(), g.data(), b.data(), 1e-5f, want.data(), n);
   cpu::layernorm_row_avx2(x.data(), g.data(), b.data(), 1e-5f, got.data(), n);
   expect_same("layernorm_row");
+  std::vector<float> acc0(2 * n, 0.25f), acc1(2 * n, 0.25f);  // dgamma | dbeta partials
+  cpu::layernorm_bwd_row_loop(x.data(), g.data(), dy.data(), 1e-5f, want.data(), n, acc0.data(),
+                              acc0.data() + n);
+  cpu::layernorm_bwd_row_avx2(x.data(), g.data(), dy.data(), 1e-5f, got.data(), n, acc1.data(),
+                              acc1.data() + n);
+  expect_same("layernorm_bwd_row");
+  for (int64_t i = 0; i < 2 * n; ++i)
+    ASSERT_NEAR(acc0[i], acc1[i], 1e-6f * (1 + std::fabs(acc0[i])));
   cpu::dropout_loop(x.data(), want.data(), n, (uint64_t{1} << 32) - 500, 77, 1u << 23, 2.0f);
   cpu::dropout_avx2(x.data(), got.data(), n, (uint64_t{1} << 32) - 500, 77, 1u << 23, 2.0f);
   EXPECT_EQ(got, want) << "dropout";

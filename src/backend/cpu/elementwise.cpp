@@ -1,6 +1,7 @@
 // CPU elementwise kernels: add, gelu, gelu_bwd, scale, dropout, adamw, sumsq. Flat loops
-// split over the thread pool in contiguous ranges; gelu and gelu_bwd use the AVX-512 span
-// kernels when available, the portable loops below (auto-vectorized) otherwise.
+// split over the thread pool in contiguous ranges. The exp- and hash-heavy spans (gelu,
+// gelu_bwd, dropout, adamw) come from vec_kernels.h / span_loops.h for the CPU's
+// instruction set; the memory-bound ones are plain loops here.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "backend/cpu/vec_kernels.h"
 
 namespace forge::cpu {
+
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();

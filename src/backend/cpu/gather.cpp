@@ -11,6 +11,7 @@
 #include "backend/cpu/vec_kernels.h"
 
 namespace forge::cpu {
+
 void CpuBackend::embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out) {
   const uint32_t* pid = ids.data<uint32_t>();
   const float* pt = table.data<float>();

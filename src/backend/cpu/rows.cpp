@@ -1,7 +1,7 @@
 // CPU row kernels: softmax (+ causal mask), softmax_bwd, layernorm, layernorm_bwd, sum_rows.
-// Row ops split rows over the thread pool; the column reductions (dgamma, dbeta, sum_rows)
-// split columns instead, so that every output element is summed by one thread in row order:
-// deterministic for any thread count, no atomics, no per-thread partial buffers.
+// Row ops split rows over the thread pool. The column reductions are deterministic for any
+// thread count, without atomics: sum_rows splits columns (each output summed by one thread
+// in row order); layernorm_bwd sums fixed row chunks, then adds the chunks in order.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -85,72 +85,37 @@ void CpuBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tenso
   float* pdx = dx.data<float>();
   const int64_t C = x.shape().cols();
   const int64_t R = x.shape().rows();
-  std::vector<float> mean(static_cast<size_t>(R)), rstd(static_cast<size_t>(R));
-
-  // dx, row by row. With xhat = (x - mean) rstd and g = dy * gamma:
-  //   dx = rstd * (g - mean(g) - xhat * mean(g * xhat))
-  parallel_for(R, row_grain(C, kGrainElems), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = px + r * C;
-      const float* dyr = pdy + r * C;
-      float* dxr = pdx + r * C;
-      float mu, rs;
-      row_mean_rstd(xr, C, eps, mu, rs);
-      mean[static_cast<size_t>(r)] = mu;
-      rstd[static_cast<size_t>(r)] = rs;
-      float sg[kLanes] = {}, sgx[kLanes] = {};
-      int64_t c = 0;
-      for (; c + kLanes <= C; c += kLanes)
-        for (int j = 0; j < kLanes; ++j) {
-          const float g = dyr[c + j] * pg[c + j];
-          sg[j] += g;
-          sgx[j] += g * (xr[c + j] - mu) * rs;
-        }
-      for (; c < C; ++c) {
-        const float g = dyr[c] * pg[c];
-        sg[0] += g;
-        sgx[0] += g * (xr[c] - mu) * rs;
-      }
-      float sum_g = 0.0f, sum_gx = 0.0f;
-      for (int j = 0; j < kLanes; ++j) {
-        sum_g += sg[j];
-        sum_gx += sgx[j];
-      }
-      const float mean_g = sum_g / static_cast<float>(C);
-      const float mean_gx = sum_gx / static_cast<float>(C);
-      for (c = 0; c < C; ++c) {
-        const float xhat = (xr[c] - mu) * rs;
-        dxr[c] = rs * (dyr[c] * pg[c] - mean_g - xhat * mean_gx);
-      }
-    }
-  });
-
-  // dgamma = sum over rows of dy * xhat, dbeta = sum of dy: column bands, double sums.
-  float* pdg = dgamma.data<float>();
-  float* pdb = dbeta.data<float>();
-  const int64_t n_bands = (C + kBand - 1) / kBand;
-  parallel_for(n_bands, std::max<int64_t>(1, kGrainElems / (kBand * R)),
-               [&](int64_t b0, int64_t b1) {
-                 for (int64_t b = b0; b < b1; ++b) {
-                   const int64_t c0 = b * kBand;
-                   const int64_t w = std::min(kBand, C - c0);
-                   double ag[kBand] = {}, ab[kBand] = {};
-                   for (int64_t r = 0; r < R; ++r) {
-                     const float* xr = px + r * C + c0;
-                     const float* dyr = pdy + r * C + c0;
-                     const float mu = mean[static_cast<size_t>(r)];
-                     const float rs = rstd[static_cast<size_t>(r)];
-                     for (int64_t j = 0; j < w; ++j) {
-                       ag[j] += static_cast<double>(dyr[j] * ((xr[j] - mu) * rs));
-                       ab[j] += static_cast<double>(dyr[j]);
-                     }
-                   }
-                   for (int64_t j = 0; j < w; ++j) {
-                     pdg[c0 + j] = static_cast<float>(ag[j]);
-                     pdb[c0 + j] = static_cast<float>(ab[j]);
-                   }
+  // One pass over x and dy: each fixed chunk of kChunkRows rows computes its dx rows and
+  // float partial sums of dgamma/dbeta; the partials are then added in chunk order, in
+  // double. Chunks do not depend on the thread count, so neither does the result.
+  constexpr int64_t kChunkRows = 32;
+  const int64_t n_chunks = (R + kChunkRows - 1) / kChunkRows;
+  std::vector<float> part(static_cast<size_t>(n_chunks * 2 * C), 0.0f);  // [chunk][dg|db][C]
+  // The AVX2 build serves AVX-512 machines too: not worth hand-written intrinsics.
+  const auto row = pick(layernorm_bwd_row_avx2, layernorm_bwd_row_avx2, layernorm_bwd_row_loop);
+  parallel_for(n_chunks, std::max<int64_t>(1, kGrainElems / (kChunkRows * C)),
+               [&](int64_t k0, int64_t k1) {
+                 for (int64_t k = k0; k < k1; ++k) {
+                   float* dg = part.data() + k * 2 * C;
+                   float* db = dg + C;
+                   const int64_t r1 = std::min(R, (k + 1) * kChunkRows);
+                   for (int64_t r = k * kChunkRows; r < r1; ++r)
+                     row(px + r * C, pg, pdy + r * C, eps, pdx + r * C, C, dg, db);
                  }
                });
+  float* pdg = dgamma.data<float>();
+  float* pdb = dbeta.data<float>();
+  parallel_for(C, std::max<int64_t>(64, kGrainElems / (2 * n_chunks)), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double g = 0.0, b = 0.0;
+      for (int64_t k = 0; k < n_chunks; ++k) {
+        g += part[static_cast<size_t>(k * 2 * C + c)];
+        b += part[static_cast<size_t>(k * 2 * C + C + c)];
+      }
+      pdg[c] = static_cast<float>(g);
+      pdb[c] = static_cast<float>(b);
+    }
+  });
 }
 
 void CpuBackend::sum_rows(const Tensor& x, Tensor& out) {

@@ -24,6 +24,11 @@ void layernorm_row_avx2(const float* x, const float* gamma, const float* beta, f
 
 float logsumexp_avx2(const float* x, int64_t n) { return logsumexp_loop(x, n); }
 
+void layernorm_bwd_row_avx2(const float* x, const float* gamma, const float* dy, float eps,
+                            float* dx, int64_t C, float* dgamma_acc, float* dbeta_acc) {
+  layernorm_bwd_row_loop(x, gamma, dy, eps, dx, C, dgamma_acc, dbeta_acc);
+}
+
 void dropout_avx2(const float* x, float* y, int64_t n, uint64_t index0, uint64_t seed,
                   uint32_t threshold, float scale) {
   dropout_loop(x, y, n, index0, seed, threshold, scale);

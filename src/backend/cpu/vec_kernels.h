@@ -61,6 +61,9 @@ void softmax_row_avx2(const float* x, float* y, int64_t n, float scale);
 void layernorm_row_avx2(const float* x, const float* gamma, const float* beta, float eps, float* y,
                         int64_t C);
 float logsumexp_avx2(const float* x, int64_t n);
+/// LayerNorm backward of one row (see span_loops.h); no AVX-512 version.
+void layernorm_bwd_row_avx2(const float* x, const float* gamma, const float* dy, float eps,
+                            float* dx, int64_t C, float* dgamma_acc, float* dbeta_acc);
 void dropout_avx2(const float* x, float* y, int64_t n, uint64_t index0, uint64_t seed,
                   uint32_t threshold, float scale);
 
