@@ -566,3 +566,27 @@ TEST(CpuKernelSanity, Avx2SpansMatchBaselineLoops) {
   EXPECT_EQ(got, want) << "dropout";
   EXPECT_NEAR(cpu::logsumexp_loop(x.data(), n), cpu::logsumexp_avx2(x.data(), n), 1e-5f);
 }
+
+// The column reductions must not depend on how rows are split over threads.
+TEST(CpuKernelSanity, ColumnReductionsAreThreadCountIndependent) {
+  const int64_t R = 203, C = 300;  // 7 layernorm chunks (the last partial), 5 sum_rows bands
+  const Tensor x = Tensor::from_vector(ramp(R * C, -3.0f, 2.0f), {R, C});
+  const Tensor dy = Tensor::from_vector(ramp(R * C, 1.5f, -1.0f), {R, C});
+  const Tensor g = Tensor::from_vector(ramp(C, 0.5f, 1.5f), {C});
+  auto run = [&] {
+    const LayerNormGrads lg = layernorm_bwd(x, g, dy);
+    return std::vector<std::vector<float>>{
+        lg.dx.to_vector<float>(), lg.dgamma.to_vector<float>(), lg.dbeta.to_vector<float>(),
+        sum_rows(dy).to_vector<float>(), sumsq(dy).to_vector<float>()};
+  };
+  const int threads = num_threads();
+  set_num_threads(1);
+  const auto one = run();
+  set_num_threads(2);
+  const auto two = run();
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);
+  // dbeta is sum_rows(dy), however either is computed.
+  for (int64_t c = 0; c < C; ++c)
+    EXPECT_NEAR(one[2][c], one[3][c], 1e-4f * (1 + std::fabs(one[3][c])));
+}
