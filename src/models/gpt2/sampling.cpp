@@ -88,16 +88,19 @@ double build_candidates(std::span<const float> logits, const SamplingParams& p, 
 
   double total = 0;
   for (const Cand& c : cands) total += weight(c.logit);
-  // Sort only as long a prefix as top-p needs: grow a partially sorted prefix until its
-  // cumulative weight reaches p (usually a few hundred of GPT-2's 50257 tokens).
+  // Sort only as long a prefix as top-p needs: the 256 most likely first (usually enough);
+  // if not, the rest with one std::sort (growing a heap-based partial_sort is far slower).
   const double target = nucleus ? static_cast<double>(p.top_p) * total : total;
   size_t sorted = 0, keep = cands.size();
   double cum = 0;
   weights.clear();
-  for (size_t want = std::min<size_t>(cands.size(), 256);;
-       want = std::min(cands.size(), want * 8)) {
-    std::partial_sort(cands.begin() + static_cast<std::ptrdiff_t>(sorted),
-                      cands.begin() + static_cast<std::ptrdiff_t>(want), cands.end(), before);
+  for (size_t want = std::min<size_t>(cands.size(), 256);; want = cands.size()) {
+    const auto from = cands.begin() + static_cast<std::ptrdiff_t>(sorted);
+    if (want == cands.size())
+      std::sort(from, cands.end(), before);  // partial_sort to the end is a slow heapsort
+    else
+      std::partial_sort(from, cands.begin() + static_cast<std::ptrdiff_t>(want), cands.end(),
+                        before);
     bool done = false;
     for (; sorted < want; ++sorted) {
       const double w = weight(cands[sorted].logit);
