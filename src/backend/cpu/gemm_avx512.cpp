@@ -217,12 +217,11 @@ inline void fold_rows(float (&acc)[kM][kAccCols<kM>], const float* a, int64_t ld
 }
 
 // out[0:kM, jc:jc+w] for b [K, N]: a few B rows at a time stream through (contiguous, one
-// load per 16 columns each) and are folded into the L1-resident accumulators; kM x kKU
-// broadcast registers stay below 16 (4 rows per pass up to kM = 4, 2 beyond).
+// load per 16 columns each) and are folded into the L1-resident accumulators.
 template <int kM>
 void rows_n_chunk(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t jc,
                   int64_t w, float* c, int64_t ldc, float alpha, const float* bias) {
-  constexpr int kKU = kM <= 4 ? 4 : 2;
+  constexpr int kKU = 4;
   alignas(64) float acc[kM][kAccCols<kM>];
   const int64_t padded = (w + 15) / 16 * 16;
   for (int r = 0; r < kM; ++r) std::fill(acc[r], acc[r] + padded, 0.0f);
@@ -254,11 +253,7 @@ void rows_n(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
     case 1: return rows_n_m<1>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 2: return rows_n_m<2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 3: return rows_n_m<3>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 4: return rows_n_m<4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 5: return rows_n_m<5>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 6: return rows_n_m<6>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 7: return rows_n_m<7>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    default: return rows_n_m<8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_n_m<4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
   }
 }
 
@@ -322,11 +317,7 @@ void rows_t(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
     case 1: return rows_t_m<1, 8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 2: return rows_t_m<2, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
     case 3: return rows_t_m<3, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 4: return rows_t_m<4, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 5: return rows_t_m<5, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 6: return rows_t_m<6, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 7: return rows_t_m<7, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    default: return rows_t_m<8, 2>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_t_m<4, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
   }
 }
 
