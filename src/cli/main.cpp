@@ -20,6 +20,15 @@ int report_error(const std::string& message) {
   return 1;
 }
 
+/// True if the command line itself holds --threads (else its value came from the environment).
+bool threads_flag_given(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads" || arg.rfind("--threads=", 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -67,7 +76,11 @@ int main(int argc, char** argv) {
         known += (known.empty() ? "" : ", ") + sub->get_name();
       return report_error("unknown subcommand '" + rest.front() + "' (known: " + known + ")");
     }
-    return report_error(std::string(e.what()) + " (run 'forge --help')");
+    std::string message = e.what();
+    // A bad FORGE_NUM_THREADS is reported under the option's name; say where it came from.
+    if (message.rfind("--threads:", 0) == 0 && !threads_flag_given(argc, argv))
+      message = "FORGE_NUM_THREADS" + message.substr(std::string("--threads").size());
+    return report_error(message + " (run 'forge --help')");
   } catch (const forge::Error& e) {
     return report_error(e.what());
   } catch (const std::exception& e) {
