@@ -1,11 +1,12 @@
 // Span kernels: the inner loops of the CPU element and row ops, each over one contiguous
-// span (a row, or a slice of a flat tensor). Every kernel has a portable C++ version (in
-// the family file: elementwise.cpp, rows.cpp, gather.cpp) and, where the math is
-// transcendental-heavy, an AVX-512 version (elementwise_avx512.cpp, rows_avx512.cpp) chosen at run
-// time by use_avx512(). The portable loops' own helpers (exp_fast, row reductions) are in
-// portable_math.h. This header is included by the *_avx512.cpp files too, so the inline functions
-// here must stay unused there (a copy compiled with AVX-512 flags could be the one the linker
-// keeps).
+// span (a row, or a slice of a flat tensor). Every kernel has a portable C++ version
+// (span_loops.h) that is compiled twice, for the baseline ISA (inside the family files
+// elementwise.cpp, rows.cpp, gather.cpp) and for AVX2 + FMA (spans_avx2.cpp); where the
+// math is transcendental- or hash-heavy there is also a hand-written AVX-512 version
+// (elementwise_avx512.cpp, rows_avx512.cpp). pick() chooses one at run time.
+//
+// This header is included by the ISA-specific files too, so its inline functions must stay
+// unused there (a copy compiled with AVX2/AVX-512 flags could be the one the linker keeps).
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,7 @@ inline int64_t row_grain(int64_t cols, int64_t grain_elems) {
   return cols >= grain_elems ? 1 : grain_elems / (cols > 0 ? cols : 1);
 }
 
-/// y[0, n) = scale * softmax(x[0, n)), n >= 1; dispatches to AVX-512 or portable code.
+/// y[0, n) = scale * softmax(x[0, n)), n >= 1, with the span kernel pick() chooses.
 /// Defined in rows.cpp; ce_bwd (gather.cpp) shares it.
 void softmax_row(const float* x, float* y, int64_t n, float scale);
 
