@@ -10,7 +10,6 @@
 // to minimize that extra packing.
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
