@@ -802,6 +802,14 @@ TEST(Gpt2, RandomInitIsGpt2Init) {
   EXPECT_EQ(m.weights().wpe.to_vector<float>(), m2.weights().wpe.to_vector<float>());
   EXPECT_NE(m.weights().wpe.to_vector<float>(), m3.weights().wpe.to_vector<float>());
   EXPECT_EQ(m.num_params(), c.num_params());
+  // An untied config gets its own head, drawn like wte (but not equal to it).
+  Config u = c;
+  u.tie_word_embeddings = false;
+  const Model mu = Model::random(u, 42);
+  ASSERT_EQ(mu.weights().lm_head.size(), 1u);
+  EXPECT_NEAR(stats(mu.weights().lm_head[0]).second, 0.02, 0.0005);
+  EXPECT_NE(mu.weights().lm_head[0].to_vector<float>(), mu.weights().wte[0].to_vector<float>());
+  EXPECT_EQ(mu.num_params(), c.num_params() + c.vocab_size * c.n_embd);
 }
 
 // ==========================================================================================
