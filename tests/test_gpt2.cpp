@@ -187,7 +187,7 @@ const Reference& reference() {
                       {"greedy", kGreedy}});
     }
     r.long_ids = random_ids(250, 203, 99);
-    const std::vector<std::pair<int, int>> windows = {{96, 96}, {50, 20}, {40, 40}, {7, 1}};
+    const std::vector<std::pair<int, int>> windows = {{96, 96}, {50, 20}, {40, 40}, {7, 3}};
     for (auto [w, s] : windows)
       reqs.push_back({{"cmd", "eval"},
                       {"dir", r.models[0].dir},
