@@ -170,9 +170,19 @@ void encode_plain_parallel(const Tokenizer::Impl& t, std::string_view text,
 
 }  // namespace
 
+const Tokenizer::Impl& Tokenizer::impl() const {
+  if (!impl_) throw Error(ErrorKind::Tokenizer, "tokenizer: the tokenizer is empty (never loaded)");
+  return *impl_;
+}
+
 std::vector<uint32_t> Tokenizer::encode(std::string_view text) const {
-  const Impl& t = *impl_;
+  const Impl& t = impl();
   std::vector<uint32_t> out;
+  if (t.kind == Kind::Char) {
+    out.reserve(text.size());
+    t.char_encode(text, out);
+    return out;
+  }
   out.reserve(text.size() / 4 + 4);
   if (t.specials.empty()) {
     encode_plain_parallel(t, text, out);
@@ -202,9 +212,10 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text) const {
 }
 
 std::vector<uint32_t> Tokenizer::encode_ordinary(std::string_view text) const {
+  if (impl().kind == Kind::Char) return encode(text);  // no special tokens at char level
   std::vector<uint32_t> out;
   out.reserve(text.size() / 4 + 4);
-  encode_plain_parallel(*impl_, text, out);
+  encode_plain_parallel(impl(), text, out);
   return out;
 }
 
@@ -216,7 +227,7 @@ namespace {
 }  // namespace
 
 std::string Tokenizer::decode(std::span<const uint32_t> ids) const {
-  const auto& bytes = impl_->token_bytes;
+  const auto& bytes = impl().token_bytes;
   size_t total = 0;
   for (uint32_t id : ids) {
     if (id >= bytes.size()) bad_id(id, bytes.size());
@@ -229,15 +240,15 @@ std::string Tokenizer::decode(std::span<const uint32_t> ids) const {
 }
 
 std::string Tokenizer::token_bytes(uint32_t id) const {
-  const auto& bytes = impl_->token_bytes;
+  const auto& bytes = impl().token_bytes;
   if (id >= bytes.size()) bad_id(id, bytes.size());
   return bytes[id];
 }
 
-uint32_t Tokenizer::vocab_size() const { return static_cast<uint32_t>(impl_->token_bytes.size()); }
+uint32_t Tokenizer::vocab_size() const { return static_cast<uint32_t>(impl().token_bytes.size()); }
 
 int64_t Tokenizer::special_id(std::string_view token) const {
-  for (const auto& s : impl_->specials)
+  for (const auto& s : impl().specials)
     if (s.text == token) return s.id;
   return -1;
 }

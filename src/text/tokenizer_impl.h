@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "forge/error.h"
@@ -56,6 +57,13 @@ class MergeTable {
     }
   }
   size_t size() const { return size_; }
+  /// Calls fn(left, right, rank, merged) for every entry, in slot order (not rank order).
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (const Entry& e : slots_)
+      if (e.key != kEmpty)
+        fn(static_cast<uint32_t>(e.key >> 32), static_cast<uint32_t>(e.key), e.rank, e.merged);
+  }
 
  private:
   static uint64_t pack(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
@@ -130,6 +138,17 @@ struct SpecialToken {
   uint32_t id;
 };
 
+// ---- char_tokenizer.cpp -----------------------------------------------------------------------
+/// Length (1..4) of the valid UTF-8 character that `s` starts with (RFC 3629: no overlong
+/// forms, no surrogates, at most U+10FFFF), or 0 when s[0] starts none (an invalid byte).
+/// s must not be empty.
+size_t utf8_char_length(std::string_view s);
+/// The character-level symbol at the start of `s`: the valid character, or the one byte.
+inline std::string_view char_symbol_at(std::string_view s) {
+  const size_t n = utf8_char_length(s);
+  return s.substr(0, n == 0 ? 1 : n);
+}
+
 /// One merge rule as read from a file, with where it came from (for error messages).
 struct MergeRule {
   std::string left, right;  // byte-level vocab strings
@@ -141,12 +160,26 @@ struct MergeRule {
 namespace forge {
 
 struct Tokenizer::Impl {
+  Tokenizer::Kind kind = Tokenizer::Kind::Bpe;
   std::vector<std::string> token_bytes;  // [vocab_size] id → the bytes it decodes to
   std::array<uint32_t, 256> byte_ids{};  // byte → id of its single-byte token
   text::MergeTable merges;
   std::vector<text::SpecialToken> specials;  // longest first, so ties pick the longest
   text::Pretokenizer pretokenizer;
   uint64_t serial = 0;  // unique per loaded tokenizer: keys the per-thread piece caches
+
+  /// Builds a char-level tokenizer whose id i is symbols[i] (validated: one character each,
+  /// no duplicates, at least one); `where` names the source in error messages.
+  static std::shared_ptr<const Impl> build_char(std::vector<std::string> symbols,
+                                                const std::string& where);
+
+  // Char level only: the id of each one-byte symbol (an ASCII character or an invalid byte),
+  // -1 when it is not in the vocab; multi-byte characters by their bytes (packed into a
+  // uint32, at most 4 bytes) → id.
+  std::array<int32_t, 256> char_byte_ids{};
+  std::unordered_map<uint32_t, uint32_t> char_ids;
+  /// Char-level encode: appends the ids of `text`'s characters to `out`.
+  void char_encode(std::string_view text, std::vector<uint32_t>& out) const;
 
   /// Validates parsed files and builds the tokenizer. vocab: (byte-level token string, id);
   /// merges: rules in rank order; added: special tokens (raw text, id), which may also be in

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "text/char_json.h"
 #include "text/tokenizer_impl.h"
 
 namespace forge {
@@ -295,7 +296,32 @@ Tokenizer Tokenizer::from_vocab_merges(const std::string& vocab_path,
   std::vector<std::pair<std::string, int64_t>> added;
   for (const auto& [token, id] : vocab)
     if (token == "<|endoftext|>") added.emplace_back(token, id);
+  // Other special tokens live in added_tokens.json next to vocab.json (HF's slow tokenizers
+  // read it too; save() writes it).
+  const fs::path added_path = fs::path(vocab_path).parent_path() / "added_tokens.json";
+  std::error_code ec;
+  if (fs::is_regular_file(added_path, ec)) {
+    const std::string where = added_path.string();
+    const Json root = parse_json(where);
+    if (!root.is_object()) fail(where, "expected a JSON object of token → id");
+    for (const auto& [content, id] : root.items())
+      added.emplace_back(content, id_value(where, "added token " + show_token(content), id));
+  }
   return Tokenizer(Impl::build(vocab_path, vocab, merges_path, merges, added));
+}
+
+Tokenizer Tokenizer::from_char_json(const std::string& path) {
+  const Json root = parse_json(path);
+  if (!root.is_object()) fail(path, "expected a JSON object at the top level");
+  auto type = root.find("type");
+  if (type == root.end() || *type != "forge-char")
+    fail(path, "\"type\" must be \"forge-char\"" +
+                   (type == root.end() ? std::string() : ", got " + type->dump().substr(0, 40)));
+  if (auto v = root.find("version"); v != root.end() && *v != 1)
+    fail(path, "unknown version " + v->dump().substr(0, 20) + " (this build reads version 1)");
+  auto symbols = root.find("symbols");
+  if (symbols == root.end()) fail(path, "no \"symbols\" list");
+  return Tokenizer(Impl::build_char(text::char_symbols_from_json(*symbols, path), path));
 }
 
 Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
@@ -352,11 +378,20 @@ Tokenizer Tokenizer::load(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(path, "no such file or folder");
   if (fs::is_regular_file(path, ec)) {
+    if (fs::path(path).filename() == "tokenizer_char.json") return from_char_json(path);
     if (fs::path(path).extension() == ".json") return from_tokenizer_json(path);
-    fail(path, "expected a folder or a tokenizer.json file");
+    fail(path, "expected a folder, a tokenizer.json or a tokenizer_char.json file");
   }
   const fs::path dir(path);
   auto has = [&](const char* name) { return fs::is_regular_file(dir / name, ec); };
+  if (has("tokenizer_char.json")) {
+    for (const char* bpe :
+         {"tokenizer.json", "vocab.json", "merges.txt", "encoder.json", "vocab.bpe"})
+      if (has(bpe))
+        fail(path, std::string("holds both tokenizer_char.json and ") + bpe +
+                       " (a char-level and a BPE tokenizer); remove the one that does not belong");
+    return from_char_json((dir / "tokenizer_char.json").string());
+  }
   if (has("tokenizer.json")) return from_tokenizer_json((dir / "tokenizer.json").string());
   for (auto [vocab, merges] :
        {std::pair{"vocab.json", "merges.txt"}, std::pair{"encoder.json", "vocab.bpe"}}) {
@@ -367,8 +402,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
            std::string("no such file (needed next to ") + (has(vocab) ? vocab : merges) + ")");
   }
   fail(path,
-       "no tokenizer files (expected tokenizer.json, vocab.json + merges.txt, or encoder.json + "
-       "vocab.bpe)");
+       "no tokenizer files (expected tokenizer.json, vocab.json + merges.txt, encoder.json + "
+       "vocab.bpe, or tokenizer_char.json)");
 }
 
 }  // namespace forge
