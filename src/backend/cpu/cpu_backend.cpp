@@ -1,14 +1,14 @@
-// CPU storage (64-byte aligned host memory) and device info.
+// CPU storage (64-byte aligned host memory from host_memory.h) and device info.
 #include "backend/cpu/cpu_backend.h"
 
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <new>
 #include <string>
 
+#include "backend/cpu/host_memory.h"
 #include "backend/cpu/simd.h"
 #include "forge/error.h"
 #include "forge/threads.h"
@@ -19,15 +19,12 @@ namespace {
 class HostStorage final : public Storage {
  public:
   HostStorage(size_t bytes, bool zero) : Storage(Device::cpu(), bytes) {
-    // Round up so that SIMD tails may read a full vector past the end without faulting.
-    const size_t padded = (bytes + 127) / 64 * 64;
-    ptr_ = std::aligned_alloc(64, padded);
+    ptr_ = host_alloc(bytes, zero);
     if (!ptr_)
       throw Error(ErrorKind::Backend,
                   "cpu: out of memory allocating " + std::to_string(bytes) + " bytes");
-    if (zero) std::memset(ptr_, 0, padded);
   }
-  ~HostStorage() override { std::free(ptr_); }
+  ~HostStorage() override { host_free(ptr_, bytes()); }
   void* host_ptr() override { return ptr_; }
 
  private:

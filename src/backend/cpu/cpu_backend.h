@@ -1,6 +1,6 @@
 // The CPU backend: host memory, the thread pool, SIMD kernels. Reference semantics for
 // every other backend, and fast. Kernels live in one file per family:
-//   memory.cpp / cpu_backend.cpp   storage and device info
+//   host_memory.cpp, cpu_backend.cpp  storage (large blocks recycled) and device info
 //   matmul.cpp + gemm*.cpp         matmul, LM head (packed, register-tiled GEMM; GEMV for m=1)
 //   elementwise.cpp                add, gelu, gelu_bwd, scale, dropout, adamw, sumsq
 //   rows.cpp                       softmax, layernorm (+ backward), sum_rows
