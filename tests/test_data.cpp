@@ -151,7 +151,7 @@ TEST(DataTokenFile, CorruptFilesRejected) {
   EXPECT_FALSE(data::is_token_file((dir / "t.txt").string()));
 }
 
-TEST(DataTokenFile, WriteFailureKeepsOldFile) {
+TEST(DataTokenFile, WriteIntoMissingFolderIsIoError) {
   const fs::path dir = fresh_dir("tf5");
   expect_error([&] { data::write_token_file((dir / "no/such/dir/x.bin").string(), Ids{1}); },
                ErrorKind::Io, "write_token_file");
@@ -378,6 +378,20 @@ TEST(DataLoad, CacheKeyedByFolderContentsAndTokenizer) {
   EXPECT_EQ(data::load(o).train, (Ids{1, 2}));
   // ...but not after a file is added to the folder,
   write_bytes(dir / "b.txt", " The end.");
+  EXPECT_EQ(data::load(o).train, (Ids{15496, 995, 50256, 383, 886, 13}));
+  // The same tokenizer from another folder reuses the cache (it is keyed by fingerprint)...
+  data::write_token_file((dir / "cache" / "tokens.bin").string(), Ids{1, 2, 3, 4, 5, 6});
+  gpt2().save((dir / "tok").string());
+  o.tokenizer = (dir / "tok").string();
+  EXPECT_EQ(data::load(o).train, (Ids{1, 2, 3, 4, 5, 6}));
+  // ...and a different one (GPT-2 without its last merge) does not.
+  fs::create_directories(dir / "tok2");
+  fs::copy_file(kRealDir + "/encoder.json", dir / "tok2" / "vocab.json");
+  std::ifstream merges_in(kRealDir + "/vocab.bpe");
+  std::string merges((std::istreambuf_iterator<char>(merges_in)), {});
+  merges.erase(merges.rfind('\n', merges.size() - 2) + 1);  // drop the last merge
+  write_bytes(dir / "tok2" / "merges.txt", merges);
+  o.tokenizer = (dir / "tok2").string();
   EXPECT_EQ(data::load(o).train, (Ids{15496, 995, 50256, 383, 886, 13}));
   // nor by a char-level run on the same data.
   o.tokenizer = "char";

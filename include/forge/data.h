@@ -42,8 +42,10 @@ struct DataOptions {
   /// A tokenizer folder (GPT-2 BPE files), or "char" for a character-level vocabulary built
   /// from the data. Ignored for token files (they are already ids).
   std::string tokenizer;
-  /// Folder for the token cache ("<cache_dir>/tokens.bin" + "tokens.json" naming the source
-  /// and its size/mtime, so the text is tokenized once and re-tokenized when it changes).
+  /// Folder for the token cache ("<cache_dir>/tokens.bin" + "tokens.json" naming the source,
+  /// each file's size and mtime, and the tokenizer — the BPE's fingerprint, or the char
+  /// vocab itself), so the text is tokenized once and re-tokenized when the files or the
+  /// tokenizer change. A missing, stale or damaged cache is rebuilt, never an error.
   /// Empty: no cache.
   std::string cache_dir;
   /// The last fraction of the tokens is the validation split, in [0, 0.5]; 0: none.
@@ -52,7 +54,8 @@ struct DataOptions {
 
 struct Dataset {
   std::vector<uint32_t> train, val;
-  /// How text maps to ids (BPE or char); undefined (has_tokenizer false) for token files.
+  /// How text maps to ids (BPE or char); an empty handle (has_tokenizer false) for token
+  /// files.
   Tokenizer tokenizer;
   bool has_tokenizer = false;
   /// Ids are < vocab_size: the tokenizer's vocab, or (token files) the largest id + 1.
@@ -60,10 +63,13 @@ struct Dataset {
   std::string cache_path;  // the token file read or written ("" when none)
 };
 
-/// Loads (and tokenizes, or reads from the cache) the data. Errors: missing path or empty
-/// folder (Io), no tokens at all (Range "... holds no tokens"), a bad token file (Format),
-/// tokenizer errors (Tokenizer). Text that is not valid UTF-8 still tokenizes (BPE: bytes;
-/// char: every invalid byte is its own symbol).
+/// Loads (and tokenizes, or reads from the cache) the data. Folders: only the .txt files
+/// directly inside (not in subfolders), sorted by name bytes. BPE text is tokenized in
+/// parallel over documents (ids identical to encoding the joined text). Errors: missing
+/// path, or a folder without .txt files (Io); no tokens at all (Range "... holds no
+/// tokens"); val_fraction outside [0, 0.5] (Range); a bad token file (Format); text without
+/// a tokenizer, or tokenizer errors (Tokenizer). Text that is not valid UTF-8 still
+/// tokenizes (BPE: bytes; char: every invalid byte is its own symbol).
 Dataset load(const DataOptions& options);
 
 // ----------------------------------------------------------------------------------------

@@ -72,12 +72,14 @@ Json file_stamps(const std::vector<fs::path>& files) {
   return out;
 }
 
-// How the ids were made: enough to tell whether cached ids are still right.
-Json tokenizer_identity(const DataOptions& options, const Tokenizer* bpe) {
+// How the ids were made: enough to tell whether cached ids are still right. The BPE's
+// fingerprint, not its path, so the same files elsewhere reuse the cache and changed files
+// at the same path do not.
+Json tokenizer_identity(const Tokenizer* bpe) {
   if (!bpe) return {{"kind", "char"}};
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bpe->fingerprint()));
-  return {{"kind", "bpe"}, {"path", options.tokenizer}, {"fingerprint", hex}};
+  return {{"kind", "bpe"}, {"fingerprint", hex}};
 }
 
 struct Tokens {
@@ -208,7 +210,7 @@ Dataset load(const DataOptions& options) {
       meta = {{"version", kCacheVersion},
               {"source", fs::absolute(options.path, ec).lexically_normal().string()},
               {"files", file_stamps(files)},
-              {"tokenizer", tokenizer_identity(options, bpe_ptr)}};
+              {"tokenizer", tokenizer_identity(bpe_ptr)}};
       tokens = read_cache(options.cache_dir, meta, bpe_ptr);
     }
     const bool from_cache = tokens.has_value();

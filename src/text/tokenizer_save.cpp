@@ -83,11 +83,11 @@ void save_char(const Tokenizer& tokenizer, const fs::path& dir) {
 }  // namespace
 
 void Tokenizer::save(const std::string& dir) const {
+  const Impl& t = impl();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir, ec))
     io_fail(dir, "cannot create the folder" + (ec ? ": " + ec.message() : std::string()));
-  const Impl& t = impl();
   std::vector<const char*> stale;
   if (t.kind == Kind::Char) {
     save_char(*this, dir);
