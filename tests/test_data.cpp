@@ -2,61 +2,24 @@
 // and the batch samplers.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "data_test_util.h"
 #include "forge/data.h"
 #include "forge/error.h"
 
 namespace fs = std::filesystem;
 using forge::Error;
 using forge::ErrorKind;
+using namespace forge::testutil;
 using forge::Tokenizer;
 namespace data = forge::data;
 using Ids = std::vector<uint32_t>;
 
 namespace {
-
-const std::string kRealDir = FORGE_SOURCE_DIR "/data/gpt2-tokenizer";
-
-bool real_files_present() {
-  return fs::exists(kRealDir + "/encoder.json") && fs::exists(kRealDir + "/vocab.bpe");
-}
-
-#define REQUIRE_REAL_FILES()                                                           \
-  do {                                                                                 \
-    if (!real_files_present()) {                                                       \
-      const char* ci = std::getenv("CI");                                              \
-      if (ci && std::string(ci) == "true")                                             \
-        FAIL() << "GPT-2 tokenizer files missing: " << kRealDir;                       \
-      GTEST_SKIP() << "GPT-2 tokenizer files missing; run scripts/fetch_tokenizer.sh"; \
-    }                                                                                  \
-  } while (0)
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("forge_test_data_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // A token-file header written independently of the library (llm.c's layout).
 std::string header(int32_t magic, int32_t version, int32_t count) {
@@ -71,19 +34,8 @@ std::string raw(const std::vector<T>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 const Tokenizer& gpt2() {
-  static const Tokenizer tok = Tokenizer::load(kRealDir);
+  static const Tokenizer tok = Tokenizer::load(kGpt2Dir);
   return tok;
 }
 
@@ -92,7 +44,7 @@ const Tokenizer& gpt2() {
 // ---- token files -----------------------------------------------------------------------------
 
 TEST(DataTokenFile, Version1RoundTripIsLlmcLayout) {
-  const fs::path dir = fresh_dir("tf1");
+  const fs::path dir = fresh_dir("data_tf1");
   const Ids ids = {0, 1, 50256, 65535, 7, 7};
   data::write_token_file((dir / "a.bin").string(), ids);
   // Byte-exact against an independently built file: header then uint16 tokens.
@@ -103,7 +55,7 @@ TEST(DataTokenFile, Version1RoundTripIsLlmcLayout) {
 }
 
 TEST(DataTokenFile, Version2ForLargeIds) {
-  const fs::path dir = fresh_dir("tf2");
+  const fs::path dir = fresh_dir("data_tf2");
   const Ids ids = {65536, 0, 4000000000u, 3};
   data::write_token_file((dir / "b.bin").string(), ids);
   EXPECT_EQ(read_bytes(dir / "b.bin"), header(20240520, 2, 4) + raw(ids));
@@ -114,7 +66,7 @@ TEST(DataTokenFile, Version2ForLargeIds) {
 }
 
 TEST(DataTokenFile, EmptyAndOverwrite) {
-  const fs::path dir = fresh_dir("tf3");
+  const fs::path dir = fresh_dir("data_tf3");
   const std::string p = (dir / "e.bin").string();
   data::write_token_file(p, Ids{});
   EXPECT_EQ(read_bytes(p), header(20240520, 1, 0));
@@ -126,7 +78,7 @@ TEST(DataTokenFile, EmptyAndOverwrite) {
 }
 
 TEST(DataTokenFile, CorruptFilesRejected) {
-  const fs::path dir = fresh_dir("tf4");
+  const fs::path dir = fresh_dir("data_tf4");
   auto check = [&](const std::string& bytes, ErrorKind kind, const std::string& needle) {
     write_bytes(dir / "x.bin", bytes);
     expect_error([&] { data::read_token_file((dir / "x.bin").string()); }, kind, needle);
@@ -152,7 +104,7 @@ TEST(DataTokenFile, CorruptFilesRejected) {
 }
 
 TEST(DataTokenFile, WriteIntoMissingFolderIsIoError) {
-  const fs::path dir = fresh_dir("tf5");
+  const fs::path dir = fresh_dir("data_tf5");
   expect_error([&] { data::write_token_file((dir / "no/such/dir/x.bin").string(), Ids{1}); },
                ErrorKind::Io, "write_token_file");
 }
@@ -160,7 +112,7 @@ TEST(DataTokenFile, WriteIntoMissingFolderIsIoError) {
 // ---- data::load ---------------------------------------------------------------------------------
 
 TEST(DataLoad, CharTextFileAndSplit) {
-  const fs::path dir = fresh_dir("load1");
+  const fs::path dir = fresh_dir("data_load1");
   const std::string text = "hello world, hello data!\n";  // 25 characters
   write_bytes(dir / "a.txt", text);
   data::DataOptions o;
@@ -182,7 +134,7 @@ TEST(DataLoad, CharTextFileAndSplit) {
 }
 
 TEST(DataLoad, SplitRounding) {
-  const fs::path dir = fresh_dir("load2");
+  const fs::path dir = fresh_dir("data_load2");
   write_bytes(dir / "a.txt", std::string(1001, 'x'));
   data::DataOptions o;
   o.path = (dir / "a.txt").string();
@@ -196,7 +148,7 @@ TEST(DataLoad, SplitRounding) {
 }
 
 TEST(DataLoad, FolderSortedTxtOnly) {
-  const fs::path dir = fresh_dir("load3");
+  const fs::path dir = fresh_dir("data_load3");
   fs::create_directories(dir / "docs" / "sub");
   write_bytes(dir / "docs" / "b.txt", "BB");
   write_bytes(dir / "docs" / "a.txt", "AA");
@@ -218,13 +170,13 @@ TEST(DataLoad, FolderSortedTxtOnly) {
 }
 
 TEST(DataLoad, BpeFolderJoinsWithEndOfText) {
-  REQUIRE_REAL_FILES();
-  const fs::path dir = fresh_dir("load4");
+  FORGE_REQUIRE_GPT2_FILES();
+  const fs::path dir = fresh_dir("data_load4");
   write_bytes(dir / "1.txt", "Hello world");
   write_bytes(dir / "2.txt", " The end.");
   data::DataOptions o;
   o.path = dir.string();
-  o.tokenizer = kRealDir;
+  o.tokenizer = kGpt2Dir;
   o.val_fraction = 0;
   const data::Dataset ds = data::load(o);
   // GPT-2 ids from HF transformers: "Hello world" = [15496, 995], " The end." = [383, 886, 13].
@@ -234,13 +186,13 @@ TEST(DataLoad, BpeFolderJoinsWithEndOfText) {
 }
 
 TEST(DataLoad, BpeNonUtf8StillTokenizes) {
-  REQUIRE_REAL_FILES();
-  const fs::path dir = fresh_dir("load5");
+  FORGE_REQUIRE_GPT2_FILES();
+  const fs::path dir = fresh_dir("data_load5");
   const std::string text = "ab\xff\xfe cd \xc3(";
   write_bytes(dir / "a.txt", text);
   data::DataOptions o;
   o.path = (dir / "a.txt").string();
-  o.tokenizer = kRealDir;
+  o.tokenizer = kGpt2Dir;
   o.val_fraction = 0;
   const data::Dataset ds = data::load(o);
   EXPECT_EQ(ds.tokenizer.decode(ds.train), text);
@@ -248,7 +200,7 @@ TEST(DataLoad, BpeNonUtf8StillTokenizes) {
 }
 
 TEST(DataLoad, CharNonUtf8BytesAreSymbols) {
-  const fs::path dir = fresh_dir("load6");
+  const fs::path dir = fresh_dir("data_load6");
   const std::string text =
       "a\xff"
       "b\xc3\xa9\xc3";  // a, 0xFF, b, é, lone 0xC3
@@ -264,7 +216,7 @@ TEST(DataLoad, CharNonUtf8BytesAreSymbols) {
 }
 
 TEST(DataLoad, TokenFile) {
-  const fs::path dir = fresh_dir("load7");
+  const fs::path dir = fresh_dir("data_load7");
   Ids ids(100);
   for (uint32_t i = 0; i < 100; ++i) ids[i] = (i * 7) % 90;
   data::write_token_file((dir / "t.bin").string(), ids);
@@ -287,7 +239,7 @@ TEST(DataLoad, TokenFile) {
 }
 
 TEST(DataLoad, Errors) {
-  const fs::path dir = fresh_dir("load8");
+  const fs::path dir = fresh_dir("data_load8");
   data::DataOptions o;
   o.tokenizer = "char";
   o.path = (dir / "missing.txt").string();
@@ -318,7 +270,7 @@ TEST(DataLoad, Errors) {
 }
 
 TEST(DataLoad, CacheReusedAndRebuiltWhenSourceChanges) {
-  const fs::path dir = fresh_dir("cache1");
+  const fs::path dir = fresh_dir("data_cache1");
   write_bytes(dir / "a.txt", "abcabc");
   data::DataOptions o;
   o.path = (dir / "a.txt").string();
@@ -364,14 +316,14 @@ TEST(DataLoad, CacheReusedAndRebuiltWhenSourceChanges) {
 }
 
 TEST(DataLoad, CacheKeyedByFolderContentsAndTokenizer) {
-  REQUIRE_REAL_FILES();
-  const fs::path dir = fresh_dir("cache2");
+  FORGE_REQUIRE_GPT2_FILES();
+  const fs::path dir = fresh_dir("data_cache2");
   write_bytes(dir / "a.txt", "Hello world");
   data::DataOptions o;
   o.path = dir.string();
   o.cache_dir = (dir / "cache").string();
   o.val_fraction = 0;
-  o.tokenizer = kRealDir;
+  o.tokenizer = kGpt2Dir;
   EXPECT_EQ(data::load(o).train, (Ids{15496, 995}));
   // Planted ids are reused with the same tokenizer and files...
   data::write_token_file((dir / "cache" / "tokens.bin").string(), Ids{1, 2});
@@ -386,9 +338,8 @@ TEST(DataLoad, CacheKeyedByFolderContentsAndTokenizer) {
   EXPECT_EQ(data::load(o).train, (Ids{1, 2, 3, 4, 5, 6}));
   // ...and a different one (GPT-2 without its last merge) does not.
   fs::create_directories(dir / "tok2");
-  fs::copy_file(kRealDir + "/encoder.json", dir / "tok2" / "vocab.json");
-  std::ifstream merges_in(kRealDir + "/vocab.bpe");
-  std::string merges((std::istreambuf_iterator<char>(merges_in)), {});
+  fs::copy_file(kGpt2Dir + "/encoder.json", dir / "tok2" / "vocab.json");
+  std::string merges = read_bytes(kGpt2Dir + "/vocab.bpe");
   merges.erase(merges.rfind('\n', merges.size() - 2) + 1);  // drop the last merge
   write_bytes(dir / "tok2" / "merges.txt", merges);
   o.tokenizer = (dir / "tok2").string();
@@ -400,10 +351,10 @@ TEST(DataLoad, CacheKeyedByFolderContentsAndTokenizer) {
 }
 
 TEST(DataLoad, GoldenIdsOnSampleText) {
-  REQUIRE_REAL_FILES();
+  FORGE_REQUIRE_GPT2_FILES();
   // data::load over a multi-document folder gives exactly the ids of encoding the joined
   // text in one call (which the tokenizer tests check against HF and tiktoken).
-  const fs::path dir = fresh_dir("golden");
+  const fs::path dir = fresh_dir("data_golden");
   std::string joined;
   for (int d = 0; d < 12; ++d) {
     std::string doc;
@@ -417,7 +368,7 @@ TEST(DataLoad, GoldenIdsOnSampleText) {
   }
   data::DataOptions o;
   o.path = dir.string();
-  o.tokenizer = kRealDir;
+  o.tokenizer = kGpt2Dir;
   o.val_fraction = 0.1;
   const data::Dataset ds = data::load(o);
   const Ids want = gpt2().encode(joined);

@@ -1,66 +1,24 @@
 // The character-level tokenizer, and saving tokenizers (char and BPE) into a model folder.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "data_test_util.h"
 #include "forge/error.h"
 #include "forge/tokenizer.h"
 
 namespace fs = std::filesystem;
 using forge::Error;
 using forge::ErrorKind;
+using namespace forge::testutil;
 using forge::Tokenizer;
 using Ids = std::vector<uint32_t>;
 using Json = nlohmann::json;
 
 namespace {
 
-const std::string kRealDir = FORGE_SOURCE_DIR "/data/gpt2-tokenizer";
 const std::string kCasesPath = FORGE_SOURCE_DIR "/tests/data/tokenizer_cases.json";
-
-#define REQUIRE_REAL_FILES()                                                               \
-  do {                                                                                     \
-    if (!fs::exists(kRealDir + "/encoder.json") || !fs::exists(kRealDir + "/vocab.bpe")) { \
-      const char* ci = std::getenv("CI");                                                  \
-      if (ci && std::string(ci) == "true") FAIL() << "GPT-2 files missing: " << kRealDir;  \
-      GTEST_SKIP() << "GPT-2 tokenizer files missing; run scripts/fetch_tokenizer.sh";     \
-    }                                                                                      \
-  } while (0)
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("forge_test_tokchar_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 std::vector<std::string> symbols_of(const Tokenizer& t) {
   std::vector<std::string> out;
@@ -72,7 +30,8 @@ std::vector<std::string> symbols_of(const Tokenizer& t) {
 // invalid UTF-8: a lone continuation byte, a truncated 3-byte character, an overlong "/",
 // a surrogate, a byte above F4.
 const std::string kMixed =
-    "Hi, naïve café!\n e\xcc\x81 日本語 🙂👩\xe2\x80\x8d💻 \x80 \xe6\x97 \xc0\xaf \xed\xa0\x80 "
+    "Hi, naïve café!\n e\xcc\x81 日本語 🙂👩\xe2\x80\x8d💻 \x80 \xe6\x97 \xc0\xaf "
+    "\xed\xa0\x80 "
     "\xf5";
 
 }  // namespace
@@ -148,7 +107,7 @@ TEST(CharTokenizer, FromSymbolsValidates) {
 }
 
 TEST(CharTokenizer, SaveLoadRoundTrip) {
-  const fs::path dir = fresh_dir("saveload");
+  const fs::path dir = fresh_dir("tokchar_saveload");
   const Tokenizer t = Tokenizer::build_char(kMixed);
   t.save((dir / "model").string());
   ASSERT_TRUE(fs::exists(dir / "model" / "tokenizer_char.json"));
@@ -173,7 +132,7 @@ TEST(CharTokenizer, SaveLoadRoundTrip) {
 }
 
 TEST(CharTokenizer, MalformedFileRejected) {
-  const fs::path dir = fresh_dir("malformed");
+  const fs::path dir = fresh_dir("tokchar_malformed");
   const std::string file = (dir / "tokenizer_char.json").string();
   auto check = [&](const std::string& text, const std::string& needle) {
     write_bytes(file, text);
@@ -198,15 +157,15 @@ TEST(CharTokenizer, MalformedFileRejected) {
 }
 
 TEST(CharTokenizer, FolderWithBothKindsIsAnError) {
-  REQUIRE_REAL_FILES();
-  const fs::path dir = fresh_dir("both");
+  FORGE_REQUIRE_GPT2_FILES();
+  const fs::path dir = fresh_dir("tokchar_both");
   Tokenizer::build_char("abc").save(dir.string());
-  fs::copy_file(kRealDir + "/encoder.json", dir / "encoder.json");
-  fs::copy_file(kRealDir + "/vocab.bpe", dir / "vocab.bpe");
+  fs::copy_file(kGpt2Dir + "/encoder.json", dir / "encoder.json");
+  fs::copy_file(kGpt2Dir + "/vocab.bpe", dir / "vocab.bpe");
   expect_error([&] { Tokenizer::load(dir.string()); }, ErrorKind::Tokenizer,
                "holds both tokenizer_char.json and encoder.json");
   // Saving either kind makes the folder hold exactly that one.
-  Tokenizer::load(kRealDir).save(dir.string());
+  Tokenizer::load(kGpt2Dir).save(dir.string());
   EXPECT_FALSE(fs::exists(dir / "tokenizer_char.json"));
   EXPECT_FALSE(Tokenizer::load(dir.string()).is_char_level());
   Tokenizer::build_char("abc").save(dir.string());
@@ -226,9 +185,9 @@ TEST(CharTokenizer, EmptyHandleThrows) {
 // ---- BPE save ---------------------------------------------------------------------------------
 
 TEST(CharTokenizer, BpeSaveLoadGivesIdenticalIds) {
-  REQUIRE_REAL_FILES();
-  const fs::path dir = fresh_dir("bpe");
-  const Tokenizer gpt2 = Tokenizer::load(kRealDir);
+  FORGE_REQUIRE_GPT2_FILES();
+  const fs::path dir = fresh_dir("tokchar_bpe");
+  const Tokenizer gpt2 = Tokenizer::load(kGpt2Dir);
   gpt2.save((dir / "out").string());
   // HF's slow-tokenizer layout: vocab.json (token → id) and merges.txt with a version line.
   const Json vocab = Json::parse(read_bytes(dir / "out" / "vocab.json"));
@@ -239,7 +198,7 @@ TEST(CharTokenizer, BpeSaveLoadGivesIdenticalIds) {
   EXPECT_TRUE(merges.starts_with("#version: 0.2\n\xc4\xa0 t\n"));  // "Ġ t" is rank 0
   EXPECT_EQ(std::count(merges.begin(), merges.end(), '\n'), 50001);
   // The original encoder.json holds the same vocab.
-  EXPECT_EQ(vocab, Json::parse(read_bytes(kRealDir + "/encoder.json")));
+  EXPECT_EQ(vocab, Json::parse(read_bytes(kGpt2Dir + "/encoder.json")));
   EXPECT_FALSE(fs::exists(dir / "out" / "added_tokens.json"));
 
   const Tokenizer back = Tokenizer::load((dir / "out").string());
@@ -254,7 +213,7 @@ TEST(CharTokenizer, BpeSaveLoadGivesIdenticalIds) {
 
 TEST(CharTokenizer, BpeSaveKeepsExtraSpecialTokens) {
   // A small tokenizer.json with two special tokens, one beyond <|endoftext|>.
-  const fs::path dir = fresh_dir("bpe_special");
+  const fs::path dir = fresh_dir("tokchar_bpe_special");
   Json vocab = Json::object();
   int next = 256;
   for (int b = 0; b < 256; ++b) {
@@ -294,16 +253,16 @@ TEST(CharTokenizer, BpeSaveKeepsExtraSpecialTokens) {
 }
 
 TEST(CharTokenizer, BpeFingerprintTellsTokenizersApart) {
-  REQUIRE_REAL_FILES();
-  const fs::path dir = fresh_dir("fp");
+  FORGE_REQUIRE_GPT2_FILES();
+  const fs::path dir = fresh_dir("tokchar_fp");
   // The same files under another name: same fingerprint. One merge fewer: another.
-  fs::copy_file(kRealDir + "/encoder.json", dir / "vocab.json");
-  std::string merges = read_bytes(kRealDir + "/vocab.bpe");
+  fs::copy_file(kGpt2Dir + "/encoder.json", dir / "vocab.json");
+  std::string merges = read_bytes(kGpt2Dir + "/vocab.bpe");
   merges.erase(merges.rfind('\n', merges.size() - 2) + 1);
   write_bytes(dir / "merges.txt", merges);
-  const Tokenizer gpt2 = Tokenizer::load(kRealDir);
+  const Tokenizer gpt2 = Tokenizer::load(kGpt2Dir);
   const Tokenizer fewer = Tokenizer::load(dir.string());
   EXPECT_NE(fewer.fingerprint(), gpt2.fingerprint());
-  write_bytes(dir / "merges.txt", read_bytes(kRealDir + "/vocab.bpe"));
+  write_bytes(dir / "merges.txt", read_bytes(kGpt2Dir + "/vocab.bpe"));
   EXPECT_EQ(Tokenizer::load(dir.string()).fingerprint(), gpt2.fingerprint());
 }

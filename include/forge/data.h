@@ -82,9 +82,12 @@ struct Batch {
 };
 
 /// Draws batches of `batch` windows of seq + 1 consecutive tokens; window j (counting every
-/// window ever drawn) starts at a position given by a counter-based hash of (seed, j), so
-/// the sampler's whole state is the number of windows drawn. Error(Range) when the tokens
-/// hold fewer than seq + 1 ("data shorter than one sequence"), batch or seq < 1.
+/// window ever drawn) starts at a position given by a counter-based hash of (seed, j),
+/// uniform over the n - seq possible starts, so the sampler's whole state is the number of
+/// windows drawn. Row r of batch k is window k * batch + r: inputs = its first seq tokens,
+/// targets = its last seq. Error(Range) when the tokens hold fewer than seq + 1 ("data
+/// shorter than one sequence: ... needs N tokens, the data has M"), batch or seq < 1,
+/// batch * seq > 2^31, or tokens is null.
 class BatchSampler {
  public:
   BatchSampler(std::shared_ptr<const std::vector<uint32_t>> tokens, int64_t batch, int64_t seq,
