@@ -11,7 +11,6 @@
 // Output: "loss 3.2100 nats, perplexity 24.78 (...)" or with --json one object
 //   {"loss": x, "perplexity": y, "tokens": n, "predictions": n - 1, "windows": k,
 //    "window": W, "stride": S}.
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +23,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/id_list.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/tokenizer.h"
@@ -46,28 +46,6 @@ struct EvalArgs {
 
 [[noreturn]] void fail(ErrorKind kind, const std::string& what) {
   throw Error(kind, "eval: " + what);
-}
-
-/// "1,2,3" (spaces around ids allowed) -> ids; Error(Format) for anything else.
-std::vector<uint32_t> parse_ids(const std::string& text) {
-  std::vector<uint32_t> ids;
-  size_t pos = 0;
-  for (;;) {
-    const size_t comma = text.find(',', pos);
-    std::string_view item(text.data() + pos,
-                          (comma == std::string::npos ? text.size() : comma) - pos);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    uint32_t v = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
-      fail(ErrorKind::Format, "--ids: '" + std::string(item.substr(0, 40)) +
-                                  "' is not a token id (expected e.g. 464,2068,7586)");
-    ids.push_back(v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return ids;
 }
 
 /// The whole file as bytes; refuses files over 1 GiB (the ids alone would outgrow memory
@@ -93,7 +71,7 @@ int run_eval(const EvalArgs& a, bool has_ids, bool has_text) {
     fail(ErrorKind::Io, "model folder '" + a.model + "' does not exist or is not a folder");
   std::vector<uint32_t> ids;
   if (has_ids) {
-    ids = parse_ids(a.ids);
+    ids = parse_id_list(a.ids, "eval", "--ids");
   } else {
     const Tokenizer tok = Tokenizer::load(a.tokenizer.empty() ? a.model : a.tokenizer);
     ids = tok.encode(read_text_file(a.text_file));

@@ -15,17 +15,18 @@
 // tokens, see GenerateOptions::truncate); generation that reaches n_ctx stops there with a
 // note on stderr (no sliding window: that would silently change what the model conditions
 // on).
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/id_list.h"
 #include "forge/error.h"
 #include "forge/generate.h"
 #include "forge/gpt2.h"
@@ -67,36 +68,6 @@ void write_stdout(std::string_view s) {
   std::fflush(stdout);  // streaming: the user sees each token as it comes
 }
 
-/// "1,2,3" (spaces around ids allowed) → ids. Error(Format) for anything else.
-std::vector<uint32_t> parse_prompt_ids(const std::string& text) {
-  std::vector<uint32_t> ids;
-  size_t pos = 0;
-  for (;;) {
-    const size_t comma = text.find(',', pos);
-    std::string_view item(text.data() + pos,
-                          (comma == std::string::npos ? text.size() : comma) - pos);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    uint32_t v = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
-      fail(ErrorKind::Format, "--prompt-ids: '" + std::string(item.substr(0, 40)) +
-                                  "' is not a token id (expected e.g. 464,2068,7586)");
-    ids.push_back(v);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return ids;
-}
-
-/// The folder's tokenizer files, if any (the layouts Tokenizer::load accepts).
-bool has_tokenizer_files(const fs::path& dir) {
-  std::error_code ec;
-  auto exists = [&](const char* name) { return fs::is_regular_file(dir / name, ec); };
-  return exists("tokenizer.json") || (exists("vocab.json") && exists("merges.txt")) ||
-         (exists("encoder.json") && exists("vocab.bpe"));
-}
-
 int run_generate(const GenerateArgs& a) {
   const bool has_prompt = a.has_prompt, has_ids = a.has_prompt_ids;
   if (has_prompt == has_ids)
@@ -114,7 +85,7 @@ int run_generate(const GenerateArgs& a) {
   o.stop_at_eos = !a.ignore_eos;
   o.sampling.validate();  // before the (slow) model load
   std::vector<uint32_t> prompt;
-  if (has_ids) prompt = parse_prompt_ids(a.prompt_ids);
+  if (has_ids) prompt = parse_id_list(a.prompt_ids, "generate", "--prompt-ids");
 
   std::error_code ec;
   if (!fs::is_directory(a.model, ec))
