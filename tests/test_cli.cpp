@@ -1,11 +1,8 @@
 // End-to-end tests of the forge binary (FORGE_BINARY): exit codes, stdout/stderr, JSON
 // shapes. No timing assertions: only that figures are positive and self-consistent.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.h"
 #include "forge/version.h"
 
 namespace {
@@ -23,53 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct CliResult {
-  int code = -1;  // exit status; 128 + signal when killed by one
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-/// Runs `[env] forge <args>` through the shell, capturing stdout and stderr in temp files.
-CliResult run_forge(const std::string& args, const std::string& env = "") {
-  static std::atomic<int> counter{0};
-  const fs::path dir = fs::path(::testing::TempDir());
-  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const fs::path out = dir / ("forge_cli_out_" + tag);
-  const fs::path err = dir / ("forge_cli_err_" + tag);
-  // `env -u` first, so that a FORGE_NUM_THREADS in the caller's environment cannot change
-  // what a test sees; tests that want it pass it in `env`.
-  const std::string cmd = "env -u FORGE_NUM_THREADS " + env + " " FORGE_BINARY " " + args + " > " +
-                          out.string() + " 2> " + err.string() + " < /dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  if (status != -1 && WIFEXITED(status))
-    r.code = WEXITSTATUS(status);
-  else if (status != -1 && WIFSIGNALED(status))
-    r.code = 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
-
-/// Parses stdout as JSON, failing the test (not crashing it) when it is not.
-json parse_json(const CliResult& r) {
-  try {
-    return json::parse(r.out);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "stdout is not JSON (" << e.what() << "):\n"
-                  << r.out << "\nstderr:\n"
-                  << r.err;
-    return json();
-  }
-}
+using forge::test::CliResult;
+using forge::test::parse_json;
+using forge::test::run_forge;
 
 TEST(Cli, VersionPrintsTheVersion) {
   const CliResult r = run_forge("--version");

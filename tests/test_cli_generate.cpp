@@ -5,11 +5,9 @@
 // a temp folder. The tokenizer is a byte-level one written here: 256 byte tokens, no merges,
 // so id b is byte b and the expected text of any ids is known without the tokenizer.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_runner.h"
 #include "forge/error.h"
 #include "forge/generate.h"
 #include "forge/gpt2.h"
@@ -29,47 +28,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Ids = std::vector<uint32_t>;
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-CliResult run_forge(const std::string& args) {
-  static std::atomic<int> counter{0};
-  const fs::path dir = fs::path(::testing::TempDir());
-  const std::string tag = std::to_string(::getpid()) + "_gen_" + std::to_string(counter++);
-  const fs::path out = dir / ("forge_gen_out_" + tag);
-  const fs::path err = dir / ("forge_gen_err_" + tag);
-  const std::string cmd = "env -u FORGE_NUM_THREADS " FORGE_BINARY " " + args + " > " +
-                          out.string() + " 2> " + err.string() + " < /dev/null";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  if (status != -1 && WIFEXITED(status))
-    r.code = WEXITSTATUS(status);
-  else if (status != -1 && WIFSIGNALED(status))
-    r.code = 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
-
-json parse_json(const CliResult& r) {
-  try {
-    return json::parse(r.out);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "stdout is not JSON (" << e.what() << "):\n" << r.out << "\n" << r.err;
-    return json::object();
-  }
-}
+using forge::test::CliResult;
+using forge::test::parse_json;
+using forge::test::run_forge;
 
 Ids json_ids(const json& j) {
   Ids ids;
