@@ -32,6 +32,18 @@ Artifacts (one function each, so later issues can add more, e.g. gradients):
               from two prompts, each alone; with the smallest top-1/top-2 logit gap seen
               along the way (if it is tiny a float32 engine may legitimately differ)
 The total stays under ~4 MB (the 50257 x 32 float16 embedding is 3.2 MB of it).
+
+Gradients (--grads; tests/test_train.cpp's golden-gradient test), written instead of the
+models above into <out>/train_grads*/:
+  train_grads        vocab 1003, 3 heads, n_embd 48, 2 layers, ctx 32, tied
+  train_grads_untied vocab 97, 2 heads, n_embd 16, 1 layer, ctx 32, own lm_head.weight
+  Each: config.json + model.safetensors (F32 weights, made as above), then the model in
+  float64 computes the mean next-token cross-entropy of a fixed batch (ids [2, 17]: inputs
+  ids[:, :16], targets ids[:, 1:]) and its gradient w.r.t. every parameter.
+  grads.safetensors  every parameter's float64 gradient rounded to F32, HF names without
+                     "transformer." (the tied wte's holds both the embedding's and the LM
+                     head's contributions)
+  golden.json        ids, the float64 loss, versions
 """
 import argparse
 import json
@@ -228,16 +240,75 @@ def make_one(spec, out_root, device):
     return size
 
 
+# ------------------------------------------------------------------------------ gradients
+
+GRAD_MODELS = [
+    dict(name="train_grads", vocab=1003, heads=3, embd=48, layers=2, ctx=32, dtype="float32",
+         prefix=True, tied=True, seed=11, cols=None),
+    dict(name="train_grads_untied", vocab=97, heads=2, embd=16, layers=1, ctx=32,
+         dtype="float32", prefix=False, tied=False, seed=12, cols=None),
+]
+GRAD_B, GRAD_T = 2, 16
+
+
+def make_grads(spec, out_root, device):
+    """Saves the F32 model, then its float64 loss and gradients on one fixed batch."""
+    from safetensors.torch import save_file
+    import torch.nn.functional as F
+    import transformers
+    d = os.path.join(out_root, spec["name"])
+    shutil.rmtree(d, ignore_errors=True)
+    model = make_model(spec)
+    save_model(model, spec, d)
+    model = model.to(device=device, dtype=torch.float64)
+    model.eval()  # dropout p = 0 anyway; eval() makes that explicit
+    g = torch.Generator().manual_seed(700 + spec["seed"])
+    ids = torch.randint(0, spec["vocab"], (GRAD_B, GRAD_T + 1), generator=g)
+    inputs, targets = ids[:, :-1].to(device), ids[:, 1:].to(device)
+    model.zero_grad(set_to_none=True)
+    logits = model(inputs).logits  # [B, T, V] float64
+    loss = F.cross_entropy(logits.reshape(-1, spec["vocab"]), targets.reshape(-1))
+    loss.backward()
+    grads = {}
+    for name, p in model.named_parameters():
+        bare = name[len("transformer."):] if name.startswith("transformer.") else name
+        grads[bare] = p.grad.detach().to(torch.float32).cpu().contiguous()
+    if not spec["tied"]:
+        assert "lm_head.weight" in grads, "untied model without its own lm_head gradient"
+    save_file(grads, os.path.join(d, "grads.safetensors"), metadata={"format": "pt"})
+    golden = {
+        "model": spec["name"],
+        "made_by": {"transformers": transformers.__version__, "torch": torch.__version__,
+                    "script": "tools/make_golden.py --grads", "device": str(device)},
+        "ids": ids.tolist(),
+        "loss": loss.item(),
+        "grads": sorted(grads),
+    }
+    with open(os.path.join(d, "golden.json"), "w") as f:
+        json.dump(golden, f, indent=1)
+        f.write("\n")
+    size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+    print(f"{spec['name']:20s} {size / 1e6:6.2f} MB  loss {loss.item():.10f}  "
+          f"params {len(grads)}")
+    return size
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "golden"))
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--grads", action="store_true",
+                    help="write the train_grads* folders (gradients) instead of the models")
     args = ap.parse_args()
     # Full float32 everywhere (no TF32), deterministic kernels.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.use_deterministic_algorithms(True, warn_only=True)
     os.makedirs(args.out, exist_ok=True)
+    if args.grads:
+        total = sum(make_grads(spec, args.out, args.device) for spec in GRAD_MODELS)
+        print(f"total {total / 1e6:.2f} MB in {args.out}")
+        return
     total = sum(make_one(spec, args.out, args.device) for spec in MODELS)
     print(f"total {total / 1e6:.2f} MB in {args.out}")
     if total > 4.5e6:

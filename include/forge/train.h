@@ -44,15 +44,21 @@ struct Hyper {
 /// cosine from lr down to lr * min_lr_ratio at step == steps (constant after).
 double learning_rate(const Hyper& hyper, int64_t step);
 
-/// Mean next-token cross-entropy of `inputs` -> `targets` (U32 [B, T]) recorded on `tape`
-/// over `params` (parameters(): HF order). Dropout with probability p, each site's seed
-/// dropout_site_seed(seed, site) for the site index in HF order; p = 0 records no dropout.
+/// Mean next-token cross-entropy of `inputs` -> `targets` (U32 [B, T], T <= n_ctx, ids <
+/// V) recorded on `tape` over `params` (parameters(model): names and shapes are checked).
+/// Dropout with probability p at HF's sites, site s drawing its mask with
+/// dropout_site_seed(seed, s): s = 0 after wte + wpe; for block l, s = 1 + 3 l on the
+/// attention probabilities, 2 + 3 l after attn.c_proj, 3 + 3 l after mlp.c_proj. p = 0
+/// records no dropout. A tied wte gets the embedding's and the LM head's gradients.
 ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
                      const std::vector<ag::Parameter>& params, const Tensor& inputs,
                      const Tensor& targets, float dropout, uint64_t seed);
 
 /// Parameters wrapping the model's weight tensors without copying, named with HF's names
-/// ("wte.weight", "h.0.attn.c_attn.weight", ...), in HF order.
+/// ("wte.weight", "h.0.attn.c_attn.weight", ...), in HF order: wte, wpe, per block ln_1,
+/// attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj (weight then bias), ln_f, and an
+/// untied lm_head last. A wte (or lm_head) split into several row chunks gives one
+/// Parameter per chunk, "wte.weight.chunk0", "wte.weight.chunk1", ...
 std::vector<ag::Parameter> parameters(gpt2::Model& model);
 
 struct StepStats {
@@ -71,12 +77,16 @@ class Trainer {
   /// hyper; Error(Range) if seq > n_ctx.
   Trainer(gpt2::Model& model, const Hyper& hyper);
 
-  /// One optimizer step over micro-batches (each U32 [micro_batch, seq]): forward + backward
-  /// of each (gradients accumulated and averaged), clip, AdamW at learning_rate(step). A
-  /// non-finite loss or grad norm skips the update (stats.skipped) but counts the step.
+  /// One optimizer step over micro-batches (each U32 [micro_batch, seq], all one shape):
+  /// forward + backward of each (gradients accumulated and averaged), clip, AdamW at
+  /// learning_rate(step). A non-finite loss or grad norm skips the update (stats.skipped)
+  /// but counts the step. Micro-batch i of 0-based step k uses the dropout seed
+  /// dropout_site_seed(dropout_site_seed(hyper.seed, k), i). Afterwards params()' gradients
+  /// hold this step's (clipped) mean gradients until the next step.
   StepStats step(const std::vector<data::Batch>& micro_batches);
 
-  /// Mean loss over batches without dropout and without recording a tape.
+  /// Mean loss over all targets of `batches` (each batch weighted by its token count)
+  /// without dropout and without recording a tape.
   double evaluate(const std::vector<data::Batch>& batches) const;
 
   /// Completed optimizer steps.
@@ -86,11 +96,16 @@ class Trainer {
 
   /// Writes weights, AdamW moments, the step count and `metadata` (caller's state: sampler
   /// position, ...) to one safetensors file, atomically. Error(Io) on failure (disk full):
-  /// the previous file is intact.
+  /// the previous file is intact. Keys starting with "forge." are reserved (Error(Format)).
+  /// Layout (src/train/train_state.cpp): "<param>", "optim.exp_avg.<param>",
+  /// "optim.exp_avg_sq.<param>"; metadata forge.step, forge.updates, forge.hyper (JSON),
+  /// forge.config (config.json text), forge.format, forge.version.
   void save_state(const std::string& path, const std::map<std::string, std::string>& metadata) const;
-  /// Restores what save_state wrote and returns its metadata. Error(Io/Format) for a missing
-  /// or corrupt file; Error(Format) "... does not match ..." when its tensors do not fit the
-  /// model's config.
+  /// Restores what save_state wrote (weights, moments, step count) and returns its whole
+  /// metadata: the caller's keys plus the forge.* ones (forge.hyper is the saved Hyper; the
+  /// trainer keeps the Hyper it was constructed with). Error(Io/Format) for a missing or
+  /// corrupt file; Error(Format) "... does not match ..." when its tensors or config do not
+  /// fit the model. On error the trainer is unchanged.
   std::map<std::string, std::string> load_state(const std::string& path);
 
   struct Impl;

@@ -1,0 +1,36 @@
+// Internals shared by the trainer's files: the Trainer's state (trainer.cpp runs steps,
+// train_state.cpp saves and restores it) and the Hyper <-> JSON mapping stored in state
+// files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "forge/autograd.h"
+#include "forge/gpt2.h"
+#include "forge/tensor.h"
+#include "forge/train.h"
+
+namespace forge::train {
+
+struct Trainer::Impl {
+  gpt2::Model* model = nullptr;
+  Hyper hyper;
+  std::vector<ag::Parameter> params;  // parameters(*model): HF order
+  std::vector<Tensor> m, v;           // AdamW moments, one pair per parameter
+  std::vector<bool> decay;            // weight decay on params[i] (rank >= 2)
+  int64_t steps_done = 0;             // optimizer steps taken (skipped ones included)
+  int64_t updates = 0;                // AdamW updates made: the bias-correction count t
+};
+
+/// Hyper as a JSON object text, and back (every field; Error(Format) naming `source` for a
+/// missing or mistyped field; then validate()).
+std::string hyper_to_json(const Hyper& h);
+Hyper hyper_from_json(const std::string& text, const std::string& source);
+
+/// The dropout seed of micro-batch `micro` of 0-based optimizer step `step`: a function of
+/// (run seed, step, micro) alone, so a resumed run draws the same masks.
+uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t micro);
+
+}  // namespace forge::train

@@ -1,0 +1,154 @@
+// The training state file: one safetensors file holding, for every parameter p (HF name),
+//   "<p>"                       the weights
+//   "optim.exp_avg.<p>"         AdamW's first moment m
+//   "optim.exp_avg_sq.<p>"      AdamW's second moment v
+// and in __metadata__: forge.format ("forge-train-state"), forge.version ("1"), forge.step
+// (optimizer steps taken), forge.updates (AdamW updates made: the bias-correction count;
+// smaller than the steps when steps were skipped), forge.hyper (Hyper as JSON),
+// forge.config (the model's config.json text), and the caller's own keys.
+#include <string>
+
+#include "forge/error.h"
+#include "forge/safetensors.h"
+#include "train/train_impl.h"
+
+namespace forge::train {
+namespace {
+
+constexpr const char* kFormat = "forge-train-state";
+constexpr const char* kVersion = "1";
+const std::string kReserved = "forge.";
+
+std::string m_name(const std::string& p) { return "optim.exp_avg." + p; }
+std::string v_name(const std::string& p) { return "optim.exp_avg_sq." + p; }
+
+/// A non-negative decimal integer (no sign, no spaces), or -1.
+int64_t parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 18) return -1;
+  int64_t x = 0;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') return -1;
+    x = x * 10 + (ch - '0');
+  }
+  return x;
+}
+
+}  // namespace
+
+void Trainer::save_state(const std::string& path,
+                         const std::map<std::string, std::string>& metadata) const {
+  const char* fn = "train::Trainer::save_state";
+  const Impl& s = *impl_;
+  std::map<std::string, std::string> meta;
+  for (const auto& [k, v] : metadata) {
+    if (k.compare(0, kReserved.size(), kReserved) == 0)
+      throw Error(ErrorKind::Format, std::string(fn) + ": metadata key \"" + k +
+                                         "\" uses the reserved prefix \"" + kReserved + "\"");
+    meta[k] = v;
+  }
+  meta["forge.format"] = kFormat;
+  meta["forge.version"] = kVersion;
+  meta["forge.step"] = std::to_string(s.steps_done);
+  meta["forge.updates"] = std::to_string(s.updates);
+  meta["forge.hyper"] = hyper_to_json(s.hyper);
+  meta["forge.config"] = s.model->config().to_json();
+  NamedTensors tensors;
+  for (const ag::Parameter& p : s.params) tensors.emplace_back(p.name(), p.value());
+  for (size_t i = 0; i < s.params.size(); ++i)
+    tensors.emplace_back(m_name(s.params[i].name()), s.m[i]);
+  for (size_t i = 0; i < s.params.size(); ++i)
+    tensors.emplace_back(v_name(s.params[i].name()), s.v[i]);
+  try {
+    save_safetensors(path, tensors, meta);  // atomic: temp file + fsync + rename
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(fn) + ": " + e.what());
+  }
+}
+
+std::map<std::string, std::string> Trainer::load_state(const std::string& path) {
+  const std::string fn = "train::Trainer::load_state: " + path;
+  Impl& s = *impl_;
+  auto format_error = [&](const std::string& what) {
+    return Error(ErrorKind::Format, fn + ": " + what);
+  };
+  SafeTensorsFile file = [&] {
+    try {
+      return SafeTensorsFile::open(path);
+    } catch (const Error& e) {
+      throw Error(e.kind(), "train::Trainer::load_state: " + std::string(e.what()));
+    }
+  }();
+  const std::map<std::string, std::string>& meta = file.metadata();
+  auto get = [&](const char* key) -> const std::string& {
+    auto it = meta.find(key);
+    if (it == meta.end())
+      throw format_error(std::string("no \"") + key +
+                         "\" in the metadata (not a forge training state)");
+    return it->second;
+  };
+  if (get("forge.format") != kFormat)
+    throw format_error("forge.format is \"" + get("forge.format") + "\", not \"" + kFormat + "\"");
+  if (get("forge.version") != kVersion)
+    throw format_error("unsupported training-state version \"" + get("forge.version") + "\"");
+  const int64_t steps = parse_count(get("forge.step"));
+  const int64_t updates = parse_count(get("forge.updates"));
+  if (steps < 0 || updates < 0 || updates > steps)
+    throw format_error("bad step counts forge.step = \"" + get("forge.step") +
+                       "\", forge.updates = \"" + get("forge.updates") + "\"");
+  hyper_from_json(get("forge.hyper"), path);  // a corrupt value is an error even if unused
+
+  // The model the state was made for must be this one: n_head changes no shape, so the
+  // config is compared too, then every tensor's shape.
+  const gpt2::Config& have = s.model->config();
+  gpt2::Config saved;
+  try {
+    saved = gpt2::Config::from_json(get("forge.config"), path + " (forge.config)");
+  } catch (const Error& e) {
+    throw format_error(std::string("bad forge.config: ") + e.what());
+  }
+  if (saved.n_layer != have.n_layer || saved.n_head != have.n_head || saved.n_embd != have.n_embd ||
+      saved.n_ctx != have.n_ctx || saved.vocab_size != have.vocab_size ||
+      saved.tie_word_embeddings != have.tie_word_embeddings)
+    throw format_error(
+        "the state's model config (n_layer " + std::to_string(saved.n_layer) + ", n_head " +
+        std::to_string(saved.n_head) + ", n_embd " + std::to_string(saved.n_embd) + ", n_ctx " +
+        std::to_string(saved.n_ctx) + ", vocab " + std::to_string(saved.vocab_size) +
+        ") does not match the model's (n_layer " + std::to_string(have.n_layer) + ", n_head " +
+        std::to_string(have.n_head) + ", n_embd " + std::to_string(have.n_embd) + ", n_ctx " +
+        std::to_string(have.n_ctx) + ", vocab " + std::to_string(have.vocab_size) + ")");
+  const size_t P = s.params.size();
+  if (file.names().size() != 3 * P)
+    throw format_error("holds " + std::to_string(file.names().size()) +
+                       " tensors, which does not match the model's " + std::to_string(3 * P) +
+                       " (weights, exp_avg and exp_avg_sq of " + std::to_string(P) +
+                       " parameters)");
+  // Validate everything before changing anything: a bad file leaves the trainer as it was.
+  std::vector<Tensor> w(P), m(P), v(P);
+  for (size_t i = 0; i < P; ++i) {
+    const Tensor& want = s.params[i].value();
+    const std::string& name = s.params[i].name();
+    auto load = [&](const std::string& key) {
+      if (!file.contains(key))
+        throw format_error("no tensor \"" + key + "\" (it does not match the model)");
+      const TensorInfo& info = file.info(key);
+      if (info.dtype != "F32" || info.shape != want.shape())
+        throw format_error("tensor \"" + key + "\" " + info.dtype + " " + info.shape.str() +
+                           " does not match the model's F32 " + want.shape().str());
+      return file.load(key, want.device());
+    };
+    w[i] = load(name);
+    m[i] = load(m_name(name));
+    v[i] = load(v_name(name));
+  }
+  for (size_t i = 0; i < P; ++i) {
+    s.params[i].value().copy_from(w[i]);
+    s.m[i].copy_from(m[i]);
+    s.v[i].copy_from(v[i]);
+  }
+  ag::zero_grad(s.params);
+  s.steps_done = steps;
+  s.updates = updates;
+  return meta;
+}
+
+}  // namespace forge::train
