@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -47,25 +48,41 @@ class Pool {
       return;
     }
     std::lock_guard<std::mutex> run_lock(run_mutex_);  // one parallel region at a time
-    fn_ = &fn;
-    n_tasks_ = n_tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    error_ = nullptr;
-    const int helpers = static_cast<int>(std::min<int64_t>(n_tasks - 1, workers_.size()));
-    active_.store(helpers, std::memory_order_relaxed);
+    auto job = std::make_shared<Job>();
+    job->fn = &fn;
+    job->n_tasks = n_tasks;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      wanted_ = helpers;
+      job_ = job;
+      wanted_ = static_cast<int>(std::min<int64_t>(n_tasks - 1, workers_.size()));
       generation_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
-    work();
-    while (active_.load(std::memory_order_acquire) != 0) FORGE_CPU_RELAX();
-    fn_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    work(*job);
+    // Wait for the tasks, not for the workers: a worker the OS has not scheduled yet may
+    // wake after every task is done (it then finds none left), and must not hold us up.
+    while (job->done.load(std::memory_order_acquire) != n_tasks) FORGE_CPU_RELAX();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.reset();
+    }
+    if (job->error) std::rethrow_exception(job->error);
   }
 
  private:
+  // One parallel region. Workers hold it by shared_ptr, so a worker that wakes late touches
+  // only its own (finished) job's counters, never the next region's. `fn` is called only
+  // for a claimed task, and run() cannot return before every claimed task is done, so the
+  // function it points to is alive whenever it is called.
+  struct Job {
+    const std::function<void(int64_t)>* fn = nullptr;
+    int64_t n_tasks = 0;
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> done{0};
+    std::mutex error_mutex;
+    std::exception_ptr error;
+  };
+
   void start(int n) {
     stopping_ = false;
     // The generation is read here, not in the new thread: a thread that starts late would
@@ -85,18 +102,19 @@ class Pool {
     workers_.clear();
   }
 
-  void work() {
+  static void work(Job& job) {
     const bool was_inside = t_inside_task;
     t_inside_task = true;
     for (;;) {
-      const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-      if (t >= n_tasks_) break;
+      const int64_t t = job.next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= job.n_tasks) break;
       try {
-        (*fn_)(t);
+        (*job.fn)(t);
       } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex_);
-        if (!error_) error_ = std::current_exception();
+        std::lock_guard<std::mutex> lock(job.error_mutex);
+        if (!job.error) job.error = std::current_exception();
       }
+      job.done.fetch_add(1, std::memory_order_release);
     }
     t_inside_task = was_inside;
   }
@@ -115,31 +133,24 @@ class Pool {
         g = generation_.load(std::memory_order_acquire);
       }
       seen = g;
-      bool participate;
+      std::shared_ptr<Job> job;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         if (stopping_) return;
-        participate = id <= wanted_;
+        if (id <= wanted_) job = job_;
       }
-      if (!participate) continue;
-      work();
-      active_.fetch_sub(1, std::memory_order_acq_rel);
+      if (job) work(*job);
     }
   }
 
   std::vector<std::thread> workers_;
   std::mutex run_mutex_;
-  std::mutex mutex_;
-  std::mutex error_mutex_;
+  std::mutex mutex_;  // guards job_, wanted_, stopping_
   std::condition_variable cv_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> active_{0};
-  const std::function<void(int64_t)>* fn_ = nullptr;
-  int64_t n_tasks_ = 0;
+  std::shared_ptr<Job> job_;
   int wanted_ = 0;
   bool stopping_ = false;
-  std::exception_ptr error_;
 };
 
 int default_threads() {
