@@ -7,6 +7,9 @@
 // Reported: tokens/s of both (B x tokens / seconds), the per-step decode latency, the
 // weights' and KV cache's sizes and the process's peak RSS (getrusage), all in MiB, so that
 // the "peak memory <= 1.2 x (weights + KV cache)" target can be read off directly.
+//   train:   optimizer steps (forward + backward + AdamW) of a second random-init model on
+//            B x T random tokens (default 4 x 64, llm.c's CPU setting): one warm-up step,
+//            then the median of the timed ones; train_tok_s = B T / step time.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include "forge/ops.h"
 #include "forge/sampling.h"
 #include "forge/threads.h"
+#include "forge/train.h"
 
 namespace forge::cli {
 namespace {
@@ -187,6 +191,49 @@ std::vector<std::pair<std::string, double>> profile_step(const gpt2::Model& mode
   return out;
 }
 
+/// Training-step timing: a fresh model of `config` (training changes its weights), B x T
+/// random tokens per step.
+struct TrainBench {
+  int64_t batch = 0, seq = 0;
+  double step_ms = 0, tok_s = 0, peak_rss = 0;
+};
+
+TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, Device device) {
+  TrainBench r;
+  r.batch = o.train_batch;
+  r.seq = std::min<int64_t>(o.train_seq, config.n_ctx);
+  if (r.batch < 1 || r.seq < 1) fail(ErrorKind::Range, "the training batch and seq must be >= 1");
+  gpt2::Model model = gpt2::Model::random(config, 2, device);
+  train::Hyper h;
+  h.batch = r.batch;
+  h.seq = r.seq;
+  h.steps = 1000;  // the schedule's length does not change a step's cost
+  train::Trainer trainer(model, h);
+  const int64_t n = r.batch * (r.seq + 1);
+  std::vector<uint32_t> tokens(static_cast<size_t>(n));
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = dropout_hash(11, i) % static_cast<uint32_t>(config.vocab_size);
+  // Rows of T + 1 tokens: inputs are the first T, targets the last T.
+  std::vector<uint32_t> in, tg;
+  for (int64_t b = 0; b < r.batch; ++b)
+    for (int64_t t = 0; t < r.seq; ++t) {
+      in.push_back(tokens[static_cast<size_t>(b * (r.seq + 1) + t)]);
+      tg.push_back(tokens[static_cast<size_t>(b * (r.seq + 1) + t + 1)]);
+    }
+  const std::vector<data::Batch> batch = {
+      {Tensor::from_vector(in, {r.batch, r.seq}), Tensor::from_vector(tg, {r.batch, r.seq})}};
+  std::vector<double> t;
+  for (int i = 0; i <= o.train_steps; ++i) {
+    const auto t0 = Clock::now();
+    trainer.step(batch);
+    if (i > 0) t.push_back(seconds_since(t0));  // step 0 is the warm-up
+  }
+  r.step_ms = median(t) * 1e3;
+  r.tok_s = static_cast<double>(r.batch * r.seq) / median(t);
+  r.peak_rss = peak_rss_bytes();
+  return r;
+}
+
 }  // namespace
 
 int bench_model(const ModelBenchOptions& o) {
@@ -260,6 +307,8 @@ int bench_model(const ModelBenchOptions& o) {
     prof_prefill = profile_step(model, B, P, 0);
     if (N > 0) prof_decode = profile_step(model, B, 1, P);
   }
+  const bool trained = o.train_steps > 0;
+  const TrainBench tb = trained ? bench_train(config, o, device) : TrainBench{};
   auto prof_json = [](const std::vector<std::pair<std::string, double>>& p) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     double sum = 0;
@@ -288,7 +337,12 @@ int bench_model(const ModelBenchOptions& o) {
         {"kv_cache_mb", mib(kv_bytes)},
         {"peak_rss_mb", mib(peak)},
         {"peak_over_weights_plus_kv", ratio},
-        {"init_s", init_seconds}};
+        {"init_s", init_seconds},
+        {"train_batch", trained ? nlohmann::ordered_json(tb.batch) : nullptr},
+        {"train_seq", trained ? nlohmann::ordered_json(tb.seq) : nullptr},
+        {"train_tok_s", trained ? nlohmann::ordered_json(tb.tok_s) : nullptr},
+        {"train_step_ms", trained ? nlohmann::ordered_json(tb.step_ms) : nullptr},
+        {"train_peak_rss_mb", trained ? nlohmann::ordered_json(mib(tb.peak_rss)) : nullptr}};
     if (o.profile) {
       j["prefill_profile_ms"] = prof_json(prof_prefill);
       if (N > 0) j["decode_step_profile_ms"] = prof_json(prof_decode);
@@ -306,6 +360,12 @@ int bench_model(const ModelBenchOptions& o) {
                 static_cast<long long>(N), decode_tok_s, step_ms);
   std::printf("  memory: weights %.1f MiB + KV cache %.1f MiB; peak RSS %.1f MiB (%.2fx)\n",
               mib(weight_bytes), mib(kv_bytes), mib(peak), ratio);
+  if (trained)
+    std::printf(
+        "  train   %lld x %lld tokens %8.1f tok/s  (%.1f ms per optimizer step, median of "
+        "%d; peak RSS %.1f MiB)\n",
+        static_cast<long long>(tb.batch), static_cast<long long>(tb.seq), tb.tok_s, tb.step_ms,
+        o.train_steps, mib(tb.peak_rss));
   auto print_profile = [](const char* what, double measured_ms,
                           const std::vector<std::pair<std::string, double>>& p) {
     std::printf("  %s, op by op (ms; measured step: %.2f ms):\n", what, measured_ms);

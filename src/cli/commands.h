@@ -14,10 +14,11 @@ using Action = std::function<int()>;
 /// Each register_* adds one subcommand to `app` and stores its action in `action` when the
 /// user picks it.
 void register_devices(CLI::App& app, Action& action);
-void register_bench(CLI::App& app, Action& action);    // --op matmul | --preset NAME
+void register_bench(CLI::App& app, Action& action);  // --op matmul | --preset NAME
 void register_generate(CLI::App& app, Action& action);
 void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
 void register_eval(CLI::App& app, Action& action);
+void register_train(CLI::App& app, Action& action);  // cmd_train.cpp
 
 /// Settings of `forge bench --preset`: a random-init GPT-2 of the preset's shapes.
 struct ModelBenchOptions {
@@ -28,6 +29,12 @@ struct ModelBenchOptions {
   std::string device = "cpu";
   bool json = false;
   bool profile = false;  // also time each op of a prefill and a decode step (cmd_bench_model.cpp)
+  // Training: optimizer steps (train::Trainer::step) of train_batch x train_seq random
+  // tokens (llm.c's CPU setting; seq is capped at the context); a warm-up step, then the
+  // median of train_steps timed ones. train_steps 0: no training benchmark.
+  int train_batch = 4;
+  int train_seq = 64;
+  int train_steps = 3;
 };
 /// Runs the model benchmark (cmd_bench_model.cpp) and prints its report.
 int bench_model(const ModelBenchOptions& options);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   forge::cli::register_generate(app, action);
   forge::cli::register_tokenize(app, action);
   forge::cli::register_eval(app, action);
+  forge::cli::register_train(app, action);
   // Options a subcommand does not know (--threads) are tried on the main app, so global
   // options may follow the subcommand: `forge bench --op matmul ... --threads 2`.
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();

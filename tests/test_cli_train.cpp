@@ -1,0 +1,524 @@
+// `forge train` end to end (the binary, FORGE_BINARY): checkpoints, bit-identical resume
+// (through --stop-after, through SIGINT, after a failed save), metrics.jsonl and loss.svg,
+// the --json summary, bad input, and `forge bench --preset`'s training figures.
+//
+// The model is the "tiny" preset with a character vocabulary of a generated text (fast: a
+// few milliseconds per step), except where GPT-2's BPE files are the point.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_runner.h"
+#include "forge/gpt2.h"
+#include "forge/safetensors.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using forge::test::CliResult;
+using forge::test::parse_json;
+using forge::test::run_forge;
+using forge::test::slurp;
+using nlohmann::json;
+
+const std::string kGpt2Tokenizer = FORGE_SOURCE_DIR "/data/gpt2-tokenizer";
+
+bool under_ci() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
+
+fs::path g_root;
+
+/// A fresh folder under the suite's temp root.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path p = g_root / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+/// ~24 KB of text from a 12-word vocabulary picked by an LCG: learnable, deterministic.
+std::string generated_text() {
+  static const char* words[] = {"the", "state", "of",  "union", "is",     "strong",
+                                "we",  "shall", "act", "now",   "people", "congress"};
+  std::string s;
+  uint64_t x = 12345;
+  while (s.size() < 24000) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    s += words[(x >> 33) % 12];
+    s += ((x >> 20) % 9 == 0) ? ".\n" : " ";
+  }
+  return s;
+}
+
+fs::path g_text;  // the generated text file
+
+class CliTrain : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!g_root.empty()) return;
+    g_root = fs::path(::testing::TempDir()) / ("forge_cli_train_" + std::to_string(::getpid()));
+    fs::create_directories(g_root);
+    g_text = g_root / "text.txt";
+    write_bytes(g_text, generated_text());
+  }
+
+  /// The common tiny run: 8 steps of 4 x 16 tokens, validation every 4 steps.
+  static std::string tiny_args(const fs::path& out, const std::string& extra = "", int steps = 8) {
+    return "train --data " + g_text.string() + " --out " + out.string() +
+           " --tokenizer char --preset tiny --batch 4 --seq 16 --steps " + std::to_string(steps) +
+           " --warmup 2 --lr 3e-3 --eval-every 4 --eval-batches 2 --sample-every 0"
+           " --save-every 0 --threads 2 " +
+           extra;
+  }
+};
+
+std::vector<json> read_metrics(const fs::path& out) {
+  std::vector<json> v;
+  std::ifstream f(out / "metrics.jsonl");
+  std::string line;
+  while (std::getline(f, line)) v.push_back(json::parse(line));
+  return v;
+}
+
+/// The learning rate of 1-based step k, written from the schedule's definition: linear
+/// warmup over `warmup` steps, then a cosine from lr to lr / 10 at `steps`.
+double expected_lr(int64_t k, double lr, int64_t warmup, int64_t steps) {
+  const double s = static_cast<double>(k - 1);
+  if (s < static_cast<double>(warmup)) return lr * (s + 1) / static_cast<double>(warmup);
+  const double ratio = (s - warmup) / static_cast<double>(steps - warmup);
+  const double pi = std::acos(-1.0);
+  return 0.1 * lr + 0.5 * (1 + std::cos(pi * std::min(ratio, 1.0))) * (lr - 0.1 * lr);
+}
+
+TEST_F(CliTrain, TrainsTinyModelWithMetricsPlotAndJson) {
+  const fs::path out = fresh_dir("basic");
+  const CliResult r = run_forge(tiny_args(out, "--json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = parse_json(r);
+  EXPECT_EQ(j["steps"], 8);
+  EXPECT_EQ(j["checkpoint"], out.string());
+  EXPECT_GT(j["tok_s"].get<double>(), 0);
+  EXPECT_TRUE(j["val_loss"].is_number());
+  EXPECT_EQ(j["settings"]["batch"], 4);
+  EXPECT_EQ(j["settings"]["seq"], 16);
+  EXPECT_EQ(j["settings"]["tokenizer"], "char");
+
+  // The vocabulary is the text's distinct characters.
+  const std::string text = generated_text();
+  const std::set<char> chars(text.begin(), text.end());
+  const auto cfg = forge::gpt2::Config::from_json_file((out / "config.json").string());
+  EXPECT_EQ(cfg.vocab_size, static_cast<int64_t>(chars.size()));
+  EXPECT_EQ(cfg.n_layer, 2);
+  EXPECT_TRUE(fs::exists(out / "tokenizer_char.json"));
+  EXPECT_TRUE(fs::exists(out / "train_state.safetensors"));
+
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_EQ(m.size(), 8u);
+  for (size_t i = 0; i < m.size(); ++i) {
+    EXPECT_EQ(m[i]["step"], i + 1);
+    EXPECT_NEAR(m[i]["lr"].get<double>(), expected_lr(i + 1, 3e-3, 2, 8), 1e-12) << i;
+    EXPECT_GT(m[i]["grad_norm"].get<double>(), 0);
+    EXPECT_EQ(m[i].contains("val_loss"), i == 3 || i == 7) << i;
+  }
+  // GPT-2 init gives near-uniform predictions: the first loss is about ln V.
+  EXPECT_NEAR(m[0]["loss"].get<double>(), std::log(static_cast<double>(chars.size())), 0.25);
+  EXPECT_LT(m[7]["loss"].get<double>(), m[0]["loss"].get<double>());
+  EXPECT_EQ(j["train_loss"].get<double>(), m[7]["loss"].get<double>());
+  EXPECT_EQ(j["val_loss"].get<double>(), m[7]["val_loss"].get<double>());
+
+  // Progress on stderr (not a terminal: plain lines).
+  EXPECT_NE(r.err.find("step 1/8 | loss"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("step 8/8 | loss"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ETA"), std::string::npos);
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  EXPECT_NE(r.err.find("val loss"), std::string::npos);
+
+  // The model folder works with forge generate (no BPE files: ids in, ids out).
+  const CliResult g =
+      run_forge("generate -m " + out.string() + " --prompt-ids 1,2,3 -n 4 --greedy --json");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(parse_json(g)["ids"].size(), 4u);
+}
+
+TEST_F(CliTrain, LossPlotHasBothSeriesTicksAndLegend) {
+  const fs::path out = fresh_dir("plot");
+  const CliResult r = run_forge(tiny_args(out));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string svg = slurp(out / "loss.svg");
+  ASSERT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  auto points_of = [&](const std::string& cls) {
+    const std::regex re("<polyline class=\"" + cls + "\"[^>]* points=\"([^\"]*)\"");
+    std::smatch mm;
+    if (!std::regex_search(svg, mm, re)) return -1;
+    const std::string pts = mm[1];
+    return static_cast<int>(std::count(pts.begin(), pts.end(), ','));
+  };
+  EXPECT_EQ(points_of("train"), 8);
+  EXPECT_EQ(points_of("val"), 2);
+  // x ticks: steps 1..8 get ticks 1, 2, ..., 8 (spacing 1 for about 8 ticks).
+  std::vector<std::string> xl;
+  const size_t a = svg.find("<g class=\"x-labels\"");
+  const size_t b = svg.find("</g>", a);
+  const std::string xs = svg.substr(a, b - a);
+  const std::regex tre(">([^<]+)</text>");
+  for (std::sregex_iterator it(xs.begin(), xs.end(), tre), end; it != end; ++it)
+    xl.push_back((*it)[1]);
+  EXPECT_EQ(xl, (std::vector<std::string>{"1", "2", "3", "4", "5", "6", "7", "8"}));
+  EXPECT_NE(svg.find(">step</text>"), std::string::npos);
+  EXPECT_NE(svg.find("loss (nats per token)"), std::string::npos);
+  EXPECT_NE(svg.find(">validation</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">train</text>"), std::string::npos);
+}
+
+/// Model bytes and per-step figures (all but the timing fields) of a run's OUT.
+struct RunResult {
+  std::string model;
+  std::vector<json> metrics;
+};
+
+RunResult result_of(const fs::path& out) {
+  RunResult r{slurp(out / "model.safetensors"), read_metrics(out)};
+  for (json& m : r.metrics) {
+    m.erase("time");
+    m.erase("tok_s");
+  }
+  return r;
+}
+
+void expect_same_run(const RunResult& a, const RunResult& b) {
+  ASSERT_EQ(a.metrics.size(), b.metrics.size());
+  for (size_t i = 0; i < a.metrics.size(); ++i) EXPECT_EQ(a.metrics[i], b.metrics[i]) << i;
+  EXPECT_FALSE(a.model.empty());
+  EXPECT_TRUE(a.model == b.model) << "model.safetensors differ";
+}
+
+TEST_F(CliTrain, ResumeIsBitIdenticalToAnUninterruptedRun) {
+  const fs::path full = fresh_dir("full"), split = fresh_dir("split");
+  // Dropout on, so that the per-step dropout seeds must resume correctly too.
+  const std::string extra = "--dropout 0.1";
+  ASSERT_EQ(run_forge(tiny_args(full, extra)).code, 0);
+  const CliResult first = run_forge(tiny_args(split, extra + " --stop-after 4"));
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.err.find("stopped at step 4 of 8"), std::string::npos) << first.err;
+  EXPECT_EQ(read_metrics(split).size(), 4u);
+  // Only --out and --resume: every other setting comes from the checkpoint.
+  const CliResult second = run_forge("train --out " + split.string() + " --resume --threads 2");
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.err.find("resuming at step 4 of 8"), std::string::npos) << second.err;
+  expect_same_run(result_of(full), result_of(split));
+}
+
+TEST_F(CliTrain, MicroBatchesGiveTheFullBatchLosses) {
+  const fs::path whole = fresh_dir("whole"), micro = fresh_dir("micro");
+  ASSERT_EQ(run_forge(tiny_args(whole, "", 3)).code, 0);
+  ASSERT_EQ(run_forge(tiny_args(micro, "--micro-batch 2", 3)).code, 0);
+  const auto a = read_metrics(whole), b = read_metrics(micro);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  // The same windows in the same order; only the summation order differs.
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(),
+                1e-5 * a[i]["loss"].get<double>())
+        << i;
+    EXPECT_NEAR(a[i]["grad_norm"].get<double>(), b[i]["grad_norm"].get<double>(),
+                1e-4 * a[i]["grad_norm"].get<double>())
+        << i;
+  }
+}
+
+/// Starts forge with `args` in the background (stdout/stderr to files); returns its pid.
+pid_t spawn_forge(const std::vector<std::string>& args, const fs::path& err) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen(err.c_str(), "w", stderr);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(FORGE_BINARY));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(FORGE_BINARY, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits for the child; its exit code, 128 + signal, or -1 after `seconds`.
+int wait_for(pid_t pid, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+/// Waits until OUT/metrics.jsonl holds at least `lines` lines (false after 60 s).
+bool wait_for_metrics(const fs::path& out, size_t lines) {
+  for (int i = 0; i < 6000; ++i) {
+    const std::string m = slurp(out / "metrics.jsonl");
+    if (static_cast<size_t>(std::count(m.begin(), m.end(), '\n')) >= lines) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::vector<std::string> long_run_args(const fs::path& out, const std::string& save_every) {
+  return {"train", "--data",       g_text.string(), "--out",        out.string(), "--tokenizer",
+          "char",  "--preset",     "tiny",          "--batch",      "4",          "--seq",
+          "16",    "--steps",      "1000000",       "--eval-every", "0",          "--sample-every",
+          "0",     "--save-every", save_every,      "--threads",    "2"};
+}
+
+TEST_F(CliTrain, SigintSavesACheckpointThatResumes) {
+  const fs::path out = fresh_dir("sigint");
+  const fs::path err = g_root / "sigint.err";
+  const pid_t pid = spawn_forge(long_run_args(out, "0"), err);
+  ASSERT_TRUE(wait_for_metrics(out, 3)) << slurp(err);
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_for(pid, 60), 128 + SIGINT) << slurp(err);
+  const std::string e = slurp(err);
+  std::smatch mm;
+  ASSERT_TRUE(
+      std::regex_search(e, mm, std::regex("stopped at step (\\d+) of 1000000 \\(SIGINT\\)")))
+      << e;
+  const size_t k = std::stoul(mm[1]);
+  EXPECT_EQ(read_metrics(out).size(), k);
+  ASSERT_TRUE(fs::exists(out / "train_state.safetensors"));
+  // No temp file is left behind.
+  for (const auto& f : fs::directory_iterator(out))
+    EXPECT_EQ(f.path().filename().string().find(".tmp."), std::string::npos) << f.path();
+
+  const CliResult r =
+      run_forge("train --out " + out.string() + " --resume --stop-after 2 --threads 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(parse_json(r)["steps"], k + 2);
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_EQ(m.size(), k + 2);
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
+}
+
+TEST_F(CliTrain, SecondSignalExitsAtOnceLeavingAResumableCheckpoint) {
+  const fs::path out = fresh_dir("sigint2");
+  const fs::path err = g_root / "sigint2.err";
+  const pid_t pid = spawn_forge(long_run_args(out, "1"), err);  // saving every step
+  ASSERT_TRUE(wait_for_metrics(out, 3)) << slurp(err);
+  ::kill(pid, SIGINT);
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_for(pid, 60), 128 + SIGINT) << slurp(err);
+  const CliResult r =
+      run_forge("train --out " + out.string() + " --resume --stop-after 1 --threads 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Steps continue after the checkpoint the state file holds.
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_FALSE(m.empty());
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
+}
+
+TEST_F(CliTrain, DiskFullWhileSavingKeepsThePreviousCheckpoint) {
+  const fs::path full = fresh_dir("dfull_ref"), out = fresh_dir("dfull");
+  ASSERT_EQ(run_forge(tiny_args(full)).code, 0);
+  ASSERT_EQ(run_forge(tiny_args(out, "--stop-after 4")).code, 0);
+  const std::string state = slurp(out / "train_state.safetensors");
+  const std::string model = slurp(out / "model.safetensors");
+  ASSERT_GT(state.size(), 100000u);
+  // Files may grow to 64 blocks (32 or 64 KiB) at most: metrics and the plot fit, the
+  // training state (~1 MB) does not. SIGXFSZ ignored, so the write fails with EFBIG.
+  const CliResult r = run_forge("train --out " + out.string() + " --resume --threads 2", "",
+                                "ulimit -f 64; trap '' XFSZ;");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("\nerror: "), std::string::npos) << r.err;
+  EXPECT_EQ(read_metrics(out).size(), 8u);  // it did train to the end, and failed saving
+  EXPECT_TRUE(slurp(out / "train_state.safetensors") == state);
+  EXPECT_TRUE(slurp(out / "model.safetensors") == model);
+  // The surviving checkpoint resumes to exactly the uninterrupted run.
+  const CliResult again = run_forge("train --out " + out.string() + " --resume --threads 2");
+  ASSERT_EQ(again.code, 0) << again.err;
+  expect_same_run(result_of(full), result_of(out));
+}
+
+/// Runs forge and expects exit 1 with "error: " + a message containing `want`.
+void expect_error(const std::string& args, const std::string& want, const std::string& env = "") {
+  const CliResult r = run_forge(args, env);
+  EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << "\n" << r.err;
+  EXPECT_NE(r.err.find(want), std::string::npos)
+      << args << "\nwanted: " << want << "\ngot: " << r.err;
+  EXPECT_EQ(r.out, "") << args;
+}
+
+TEST_F(CliTrain, RejectsBadHyperparameters) {
+  const fs::path out = g_root / "bad_hyper";
+  expect_error(tiny_args(out, "--lr -1"), "--lr");
+  expect_error(tiny_args(out, "--dropout 1"), "--dropout");
+  expect_error(tiny_args(out, "--micro-batch 3"), "--micro-batch");
+  expect_error(tiny_args(out, "", 0), "--steps");
+  expect_error(tiny_args(out, "--val-fraction 0.9"), "--val-fraction");
+  std::string long_seq = tiny_args(out);
+  long_seq.replace(long_seq.find("--seq 16"), 8, "--seq 65");  // tiny's context is 64
+  expect_error(long_seq, "--seq 65");
+  expect_error(tiny_args(out, "--clip -1"), "--clip");
+  expect_error(tiny_args(out, "--weight-decay -0.5"), "--weight-decay");
+  expect_error(tiny_args(out, "--batch abc"), "--batch");
+  expect_error(tiny_args(out, "--embd 30 --heads 4"), "--embd 30");
+  EXPECT_FALSE(fs::exists(out / "train_state.safetensors"));
+}
+
+TEST_F(CliTrain, RejectsBadData) {
+  const fs::path dir = fresh_dir("bad_data");
+  const std::string common = " --tokenizer char --preset tiny --batch 4 --seq 16 --steps 2 ";
+  expect_error(
+      "train --data " + (dir / "missing.txt").string() + " --out " + (dir / "o1").string() + common,
+      "missing.txt");
+  write_bytes(dir / "empty.txt", "");
+  expect_error(
+      "train --data " + (dir / "empty.txt").string() + " --out " + (dir / "o2").string() + common,
+      "error: ");
+  fs::create_directories(dir / "empty_folder");
+  expect_error("train --data " + (dir / "empty_folder").string() + " --out " +
+                   (dir / "o3").string() + common,
+               "error: ");
+  write_bytes(dir / "short.txt", std::string(40, 'a') + "bcd");
+  expect_error("train --data " + (dir / "short.txt").string() + " --out " + (dir / "o4").string() +
+                   common + " --val-fraction 0",
+               "shorter than one batch");
+  expect_error("train --out " + (dir / "o5").string() + common, "--data");
+}
+
+TEST_F(CliTrain, RejectsBadResumes) {
+  const fs::path dir = fresh_dir("bad_resume");
+  // No state at all.
+  expect_error("train --out " + (dir / "none").string() + " --resume", "no training state");
+  // A corrupt state.
+  fs::create_directories(dir / "corrupt");
+  write_bytes(dir / "corrupt" / "train_state.safetensors", "this is not a safetensors file");
+  expect_error("train --out " + (dir / "corrupt").string() + " --resume", "not a usable");
+  // A truncated state.
+  const fs::path good = dir / "good";
+  ASSERT_EQ(run_forge(tiny_args(good, "--stop-after 2")).code, 0);
+  fs::create_directories(dir / "truncated");
+  const std::string state = slurp(good / "train_state.safetensors");
+  write_bytes(dir / "truncated" / "train_state.safetensors", state.substr(0, state.size() / 2));
+  expect_error("train --out " + (dir / "truncated").string() + " --resume", "train_state");
+  // Options that change the trajectory must match the checkpoint.
+  const std::string resume = "train --out " + good.string() + " --resume ";
+  expect_error(resume + "--lr 1e-3", "--lr");
+  expect_error(resume + "--layers 3", "--layers");
+  expect_error(resume + "--batch 8", "--batch");
+  expect_error(resume + "--steps 9", "--steps");
+  // Different data.
+  write_bytes(dir / "other.txt", generated_text() + "different text at the end");
+  expect_error("train --out " + good.string() + " --resume --data " + (dir / "other.txt").string(),
+               "data does not match");
+  // A fresh run into a folder that holds one.
+  expect_error(tiny_args(good), "--resume");
+  // The state survives all of this and still resumes.
+  const CliResult r = run_forge("train --out " + good.string() + " --resume --threads 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(parse_json(r)["steps"], 8);
+}
+
+/// GPT-2's BPE files, or skip (fail under CI).
+#define REQUIRE_GPT2_TOKENIZER()                                                              \
+  do {                                                                                        \
+    if (!fs::exists(kGpt2Tokenizer + "/encoder.json")) {                                      \
+      if (under_ci()) FAIL() << "GPT-2 tokenizer files missing under CI: " << kGpt2Tokenizer; \
+      GTEST_SKIP() << "GPT-2 tokenizer files missing; run scripts/fetch_tokenizer.sh";        \
+    }                                                                                         \
+  } while (0)
+
+TEST_F(CliTrain, NonUtf8TextTrainsWithTheDefaultBpeTokenizer) {
+  REQUIRE_GPT2_TOKENIZER();
+  const fs::path dir = fresh_dir("bpe");
+  std::string bytes;
+  for (int i = 0; i < 300; ++i) bytes += "caf\xe9 na\xefve \xff\xfe text \xc3\x28 ok. ";
+  write_bytes(dir / "latin1.txt", bytes);
+  // The default tokenizer: found relative to the binary (<build>/../data/gpt2-tokenizer).
+  const std::string args = "train --data " + (dir / "latin1.txt").string() + " --out " +
+                           (dir / "out").string() +
+                           " --layers 1 --heads 2 --embd 16 --ctx 16 --batch 2 --seq 8 --steps 2"
+                           " --eval-every 0 --sample-every 1 --sample-tokens 4 --threads 2 --json";
+  const CliResult r = run_forge(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("--- sample at step 1 ---"), std::string::npos) << r.err;
+  const json j = parse_json(r);
+  EXPECT_EQ(j["steps"], 2);
+  const auto cfg = forge::gpt2::Config::from_json_file((dir / "out" / "config.json").string());
+  EXPECT_EQ(cfg.vocab_size, 50257);
+  EXPECT_TRUE(fs::exists(dir / "out" / "vocab.json"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "merges.txt"));
+  // The result is a model folder with its tokenizer: text in, text out.
+  const CliResult g =
+      run_forge("generate -m " + (dir / "out").string() + " -p 'caf' -n 3 --greedy --json");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(parse_json(g)["ids"].size(), 3u);
+  // A preset whose vocab is smaller than the tokenizer's cannot take BPE ids.
+  expect_error("train --data " + (dir / "latin1.txt").string() + " --out " +
+                   (dir / "out2").string() + " --preset tiny --steps 2",
+               "vocabulary");
+  // FORGE_TOKENIZER_DIR overrides the search, and a wrong one is named.
+  expect_error("train --data " + (dir / "latin1.txt").string() + " --out " +
+                   (dir / "out3").string() + " --steps 2",
+               "FORGE_TOKENIZER_DIR", "FORGE_TOKENIZER_DIR=" + (dir / "nothing").string());
+}
+
+TEST_F(CliTrain, FineTunesFromAModelFolder) {
+  const fs::path base = fresh_dir("ft_base"), tuned = fresh_dir("ft_out");
+  ASSERT_EQ(run_forge(tiny_args(base, "", 2)).code, 0);
+  // The base folder's tokenizer (tokenizer_char.json) is the default.
+  const CliResult r = run_forge("train --data " + g_text.string() + " --out " + tuned.string() +
+                                " --init-from " + base.string() +
+                                " --batch 4 --seq 16 --steps 2 --eval-every 0 --sample-every 0 "
+                                "--threads 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(forge::gpt2::Config::from_json_file((tuned / "config.json").string()),
+            forge::gpt2::Config::from_json_file((base / "config.json").string()));
+  // Its first loss is the base model's loss on the same batch: lower than a fresh init's.
+  const auto fresh = read_metrics(base), ft = read_metrics(tuned);
+  ASSERT_EQ(ft.size(), 2u);
+  EXPECT_LT(ft[0]["loss"].get<double>(), fresh[0]["loss"].get<double>());
+  expect_error("train --data " + g_text.string() + " --out " + (g_root / "ft_bad").string() +
+                   " --init-from " + base.string() + " --layers 3",
+               "--init-from");
+}
+
+TEST_F(CliTrain, BenchReportsTrainingThroughput) {
+  const CliResult r = run_forge("bench --preset tiny --prompt-tokens 8 --decode-tokens 4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = parse_json(r);
+  EXPECT_EQ(j["train_batch"], 4);
+  EXPECT_EQ(j["train_seq"], 64);  // tiny's context
+  const double tok_s = j["train_tok_s"].get<double>(), ms = j["train_step_ms"].get<double>();
+  EXPECT_GT(tok_s, 0);
+  // Both figures come from the same median step: B T / (ms / 1000).
+  EXPECT_NEAR(tok_s * ms / 1000.0, 4.0 * 64.0, 1e-6 * 256.0);
+}
+
+}  // namespace
