@@ -1,6 +1,7 @@
 // The differentiable functions: each runs the forward op of ops.h and, when an input
 // requires grad, records the backward rule built from the training ops.
 #include <initializer_list>
+#include <unordered_map>
 #include <utility>
 
 #include "autograd/node.h"
@@ -167,6 +168,39 @@ Tensor column_block(const Tensor& x2, int64_t c0, int64_t w) {
   return out;
 }
 
+/// The embedding backward into gradients that already exist (the tied wte, whose LM-head
+/// gradient comes first in the backward walk): adds the rows of dy [N, C] into `bufs` (the
+/// row chunks of one [V, C] gradient, chunk k holding rows begin[k]..) in place, touching
+/// only the rows of `ids` instead of scattering into a dense zero [V, C] table and adding
+/// all of it (154 MB each for GPT-2's wte). Duplicates are summed first by one
+/// scatter_add_rows over the distinct ids, in index order as the dense scatter does, so
+/// every touched row gets the same float value as the dense path.
+void add_rows_into(const std::vector<Tensor*>& bufs, const std::vector<int64_t>& begin,
+                   const std::vector<uint32_t>& ids, const Tensor& dy2) {
+  std::unordered_map<uint32_t, uint32_t> slot_of;
+  std::vector<uint32_t> distinct, slots;
+  slots.reserve(ids.size());
+  for (uint32_t id : ids) {
+    auto [it, fresh] = slot_of.try_emplace(id, static_cast<uint32_t>(distinct.size()));
+    if (fresh) distinct.push_back(id);
+    slots.push_back(it->second);
+  }
+  const int64_t U = static_cast<int64_t>(distinct.size());
+  const Tensor slot_ids =
+      Tensor::from_vector(slots, {static_cast<int64_t>(slots.size())}, dy2.device());
+  const Tensor sums = scatter_add_rows(slot_ids, dy2, U);  // [U, C]
+  for (int64_t j = 0; j < U; ++j) {
+    const int64_t row = distinct[static_cast<size_t>(j)];
+    size_t k = bufs.size() - 1;
+    while (begin[k] > row) --k;  // the chunk holding `row`
+    Tensor dst = bufs[k]->narrow_rows(row - begin[k], 1);
+    add_(dst, sums.narrow_rows(j, 1));
+  }
+}
+
+/// The sparse path pays one op call per distinct id; the dense one touches all V rows.
+bool sparse_pays(int64_t n_ids, int64_t V) { return n_ids * 4 <= V; }
+
 }  // namespace
 
 // ---- elementwise and row ops -------------------------------------------------------------
@@ -276,7 +310,16 @@ Var embedding(const Tensor& ids, const Var& table) {
   auto tape = tape_of(op, {{"table", &table}});
   const int64_t V = val(table).rank() == 2 ? val(table).dim(0) : 0;
   return emit(op, tape, {Access::node(table)}, forge::embedding(ids, val(table)),
-              [ids, V](BackwardCtx& c) { c.give(0, scatter_add_rows(ids, c.dy(), V)); });
+              [ids, V](BackwardCtx& c) {
+                Tensor* buf = c.grad_buffer(0);
+                if (buf && sparse_pays(ids.numel(), V)) {
+                  const Tensor& dy = c.dy();  // ids.shape + [C]
+                  add_rows_into({buf}, {0}, ids.to_vector<uint32_t>(),
+                                dy.reshape({ids.numel(), dy.dim(-1)}));
+                  return;
+                }
+                c.give(0, scatter_add_rows(ids, c.dy(), V));
+              });
 }
 
 Var embedding_chunked(const Tensor& ids, const std::vector<Var>& chunks) {
@@ -296,6 +339,22 @@ Var embedding_chunked(const Tensor& ids, const std::vector<Var>& chunks) {
     total += t.dim(0);
   }
   return emit(op, tape, std::move(inputs), std::move(out), [ids, rows, total](BackwardCtx& c) {
+    // Every chunk's gradient exists already (a tied wte): add only the rows of ids.
+    std::vector<Tensor*> bufs;
+    std::vector<int64_t> starts;
+    int64_t at = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Tensor* b = c.grad_buffer(i);
+      if (!b) break;
+      bufs.push_back(b);
+      starts.push_back(at);
+      at += rows[i];
+    }
+    if (bufs.size() == rows.size() && sparse_pays(ids.numel(), total)) {
+      const Tensor& dy = c.dy();
+      add_rows_into(bufs, starts, ids.to_vector<uint32_t>(), dy.reshape({ids.numel(), dy.dim(-1)}));
+      return;
+    }
     // One scatter over the whole vocabulary, then each chunk takes its rows (free views).
     const Tensor full = scatter_add_rows(ids, c.dy(), total);  // [V_total, C]
     int64_t begin = 0;

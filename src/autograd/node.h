@@ -53,6 +53,10 @@ class BackwardCtx {
   bool needs(size_t i) const { return inputs_[i]->requires_grad; }
   /// Accumulates g into input i's gradient (g must have the input's shape).
   void give(size_t i, Tensor g);
+  /// Input i's gradient buffer when it already holds a gradient that this rule may add to
+  /// in place (a parameter's accumulated gradient, or an owned intermediate one); nullptr
+  /// otherwise (then use give). Lets sparse rules (the embedding's) touch only their rows.
+  Tensor* grad_buffer(size_t i);
 
  private:
   const char* op_;

@@ -131,6 +131,13 @@ Tensor BackwardCtx::dy_or_zeros(size_t i) const {
   return Tensor::zeros(n.value.shape(), DType::F32, n.value.device());
 }
 
+Tensor* BackwardCtx::grad_buffer(size_t i) {
+  Node& n = *inputs_[i];
+  if (!n.requires_grad) return nullptr;
+  if (n.param) return n.param->has_grad ? &n.param->grad : nullptr;
+  return n.grad.defined() && n.grad_owned ? &n.grad : nullptr;
+}
+
 void BackwardCtx::give(size_t i, Tensor g) {
   if (!inputs_[i]->requires_grad) return;
   accumulate(op_, *inputs_[i], std::move(g));
