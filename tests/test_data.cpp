@@ -154,6 +154,7 @@ TEST(DataLoad, FolderSortedTxtOnly) {
   write_bytes(dir / "docs" / "a.txt", "AA");
   write_bytes(dir / "docs" / "c.md", "ignored");
   write_bytes(dir / "docs" / "sub" / "d.txt", "not read: subfolders are not searched");
+  write_bytes(dir / "docs" / "ab.txt", "");  // empty: no separator either
   data::DataOptions o;
   o.path = (dir / "docs").string();
   o.tokenizer = "char";
@@ -250,8 +251,14 @@ TEST(DataLoad, Errors) {
   expect_error([&] { data::load(o); }, ErrorKind::Range, "holds no tokens");
   fs::create_directories(dir / "f");
   write_bytes(dir / "f" / "a.txt", "");
+  write_bytes(dir / "f" / "b.txt", "");
   o.path = (dir / "f").string();
   expect_error([&] { data::load(o); }, ErrorKind::Range, "holds no tokens");
+  if (forge::testutil::gpt2_files_present()) {
+    o.tokenizer = kGpt2Dir;  // no "<|endoftext|>" between empty documents either
+    expect_error([&] { data::load(o); }, ErrorKind::Range, "holds no tokens");
+    o.tokenizer = "char";
+  }
   data::write_token_file((dir / "e.bin").string(), Ids{});
   o.path = (dir / "e.bin").string();
   expect_error([&] { data::load(o); }, ErrorKind::Range, "holds no tokens");

@@ -37,7 +37,8 @@ bool is_token_file(const std::string& path);
 
 struct DataOptions {
   /// A text file, a folder of .txt files (read in sorted name order, joined with
-  /// "<|endoftext|>" between documents for BPE, "\n\n" for char), or a token file.
+  /// "<|endoftext|>" between documents for BPE — "\n\n" if its vocab has no such token —
+  /// and "\n\n" for char; empty documents are skipped), or a token file.
   std::string path;
   /// A tokenizer folder (GPT-2 BPE files), or "char" for a character-level vocabulary built
   /// from the data. Ignored for token files (they are already ids).

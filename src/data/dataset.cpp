@@ -93,6 +93,9 @@ struct Tokens {
 Tokens tokenize(const std::vector<fs::path>& files, const Tokenizer* bpe) {
   std::vector<std::string> docs(files.size());
   for (size_t i = 0; i < files.size(); ++i) docs[i] = read_file(files[i]);
+  // Empty documents are left out, so they add no separators (a folder of empty files holds
+  // no tokens rather than a few "<|endoftext|>").
+  std::erase_if(docs, [](const std::string& d) { return d.empty(); });
   if (!bpe) {
     std::string joined;
     size_t total = 0;
