@@ -457,7 +457,9 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   dopt.tokenizer = a.tokenizer;
   dopt.cache_dir = out.string();
   dopt.val_fraction = a.val_fraction;
-  const data::Dataset dataset = data::load(dopt);
+  // Tokenizing a large text takes a while (once: the tokens are cached in OUT).
+  std::fprintf(stderr, "forge train: loading %s\n", a.data.c_str());
+  data::Dataset dataset = data::load(dopt);
   std::optional<Tokenizer> tok;
   if (dataset.has_tokenizer)
     tok = dataset.tokenizer;
@@ -492,8 +494,9 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   prep.init.reset();
   train::Trainer trainer(model, h);
 
-  auto shared_train = std::make_shared<const std::vector<uint32_t>>(dataset.train);
-  data::BatchSampler sampler(shared_train, a.micro_batch, a.seq, a.seed);
+  // The sampler shares the training tokens (moved, not copied: they may be large).
+  const auto train_tokens = std::make_shared<const std::vector<uint32_t>>(std::move(dataset.train));
+  data::BatchSampler sampler(train_tokens, a.micro_batch, a.seq, a.seed);
   double elapsed_before = 0;
   if (a.resume) {
     try {
@@ -554,7 +557,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
                static_cast<double>(cfg.num_params()) / 1e6, static_cast<long long>(cfg.n_layer),
                static_cast<long long>(cfg.n_head), static_cast<long long>(cfg.n_embd),
                static_cast<long long>(cfg.n_ctx), static_cast<long long>(cfg.vocab_size),
-               dataset.train.size(), dataset.val.size(), static_cast<long long>(a.batch),
+               train_tokens->size(), dataset.val.size(), static_cast<long long>(a.batch),
                static_cast<long long>(a.seq),
                a.micro_batch < a.batch
                    ? (" (micro-batches of " + std::to_string(a.micro_batch) + ")").c_str()
@@ -575,7 +578,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
     if (tok && tok->eot_id() >= 0 && tok->eot_id() < cfg.vocab_size)
       prompt.push_back(static_cast<uint32_t>(tok->eot_id()));
     else
-      prompt.push_back(dataset.train.front());
+      prompt.push_back(train_tokens->front());
     gpt2::GenerateOptions g;
     g.max_new_tokens = std::min<int64_t>(a.sample_tokens, cfg.n_ctx - 1);
     // nanoGPT's sample.py settings.
