@@ -4,12 +4,16 @@
 // forward, the schedule, validation, NaN skipping, and the training state (round trip,
 // bit-identical resume, bad files).
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -669,6 +673,56 @@ TEST(TrainState, BadFilesAreRejectedCleanly) {
   EXPECT_EQ(tb.step_count(), 0);
   EXPECT_NO_THROW(tb.load_state(good));
   EXPECT_EQ(tb.step_count(), 1);
+  fs::remove_all(dir);
+}
+
+TEST(TrainState, KillDuringSaveLeavesLoadableState) {
+  // A child process saves the state over and over and is killed with SIGKILL at several
+  // moments (mid-write, mid-fsync, mid-rename): the path must always hold a complete state.
+  const std::string dir = temp_dir("kill");
+  const std::string path = dir + "/state.safetensors";
+  gpt2::Config cfg = tiny_config();
+  cfg.n_embd = 128;
+  cfg.n_head = 4;
+  cfg.vocab_size = 4000;  // ~11 MB per save: long enough to be killed inside one
+  gpt2::Model model = gpt2::Model::random(cfg, 6);
+  train::Trainer trainer(model, train::Hyper{});
+  trainer.save_state(path, {{"round", "0"}});
+  int completed = 0;  // trials where the child had finished saves before the kill
+  std::string last_round;
+  for (int trial = 0; trial < 4; ++trial) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      for (int r = 1;; ++r) trainer.save_state(path, {{"round", std::to_string(r)}});
+    }
+    // Wait until the child has replaced the file at least once, then kill it a little
+    // later, at a different point of a save each trial.
+    std::string seen = "0";
+    for (int i = 0; i < 2000 && (seen == "0" || seen == last_round); ++i) {
+      usleep(5000);
+      try {
+        seen = SafeTensorsFile::open(path).metadata().at("round");
+      } catch (const Error&) {
+        ADD_FAILURE() << "the state file was unreadable while being replaced";
+      }
+    }
+    last_round = seen;
+    usleep(static_cast<useconds_t>(3000 + 7000 * trial));
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    gpt2::Model other = gpt2::Model::random(cfg, 7);
+    train::Trainer loaded(other, train::Hyper{});
+    std::map<std::string, std::string> meta;
+    ASSERT_NO_THROW(meta = loaded.load_state(path)) << "trial " << trial;
+    ASSERT_TRUE(meta.count("round"));
+    if (meta.at("round") != "0") ++completed;
+    EXPECT_TRUE(bits_equal(other.weights().wte[0], model.weights().wte[0]));
+  }
+  // The kills landed after whole saves, i.e. while later ones were in flight.
+  EXPECT_GT(completed, 0);
   fs::remove_all(dir);
 }
 
