@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,18 +24,18 @@ namespace forge::train {
 
 /// Hyperparameters (nanoGPT / llm.c defaults where they have one).
 struct Hyper {
-  int64_t steps = 1000;      // optimizer steps of the whole run (the schedule's length)
-  int64_t batch = 8;         // sequences per optimizer step
-  int64_t micro_batch = 0;   // sequences per forward/backward; 0: batch. Must divide batch.
-  int64_t seq = 0;           // tokens per sequence; 0: the model's n_ctx
-  double lr = 6e-4;          // peak learning rate
-  double min_lr_ratio = 0.1; // cosine decays to lr * min_lr_ratio at `steps`
-  int64_t warmup = 0;        // linear warmup steps
+  int64_t steps = 1000;       // optimizer steps of the whole run (the schedule's length)
+  int64_t batch = 8;          // sequences per optimizer step
+  int64_t micro_batch = 0;    // sequences per forward/backward; 0: batch. Must divide batch.
+  int64_t seq = 0;            // tokens per sequence; 0: the model's n_ctx
+  double lr = 6e-4;           // peak learning rate
+  double min_lr_ratio = 0.1;  // cosine decays to lr * min_lr_ratio at `steps`
+  int64_t warmup = 0;         // linear warmup steps
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
-  float weight_decay = 0.1f; // on matrices (rank >= 2: the four Linear weights, wte, wpe)
-  double clip = 1.0;         // global grad-norm clip; 0: off
-  float dropout = 0.0f;      // p at HF GPT-2's sites (embeddings, attention probs, residuals)
-  uint64_t seed = 1337;      // dropout seeds derive from (seed, step, micro-batch, site)
+  float weight_decay = 0.1f;  // on matrices (rank >= 2: the four Linear weights, wte, wpe)
+  double clip = 1.0;          // global grad-norm clip; 0: off
+  float dropout = 0.0f;       // p at HF GPT-2's sites (embeddings, attention probs, residuals)
+  uint64_t seed = 1337;       // dropout seeds derive from (seed, step, micro-batch, site)
 
   /// Error(Range) naming the option ("--lr must be ...") for out-of-range values.
   void validate() const;
@@ -42,6 +43,7 @@ struct Hyper {
 
 /// The learning rate of 0-based step `step`: lr (step + 1) / warmup during warmup, then a
 /// cosine from lr down to lr * min_lr_ratio at step == steps (constant after).
+/// Error(Range) for step < 0.
 double learning_rate(const Hyper& hyper, int64_t step);
 
 /// Mean next-token cross-entropy of `inputs` -> `targets` (U32 [B, T], T <= n_ctx, ids <
@@ -62,13 +64,13 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
 std::vector<ag::Parameter> parameters(gpt2::Model& model);
 
 struct StepStats {
-  int64_t step = 0;        // 1-based index of this optimizer step
-  double loss = 0;         // mean over the micro-batches
-  double grad_norm = 0;    // before clipping
+  int64_t step = 0;      // 1-based index of this optimizer step
+  double loss = 0;       // mean over the micro-batches
+  double grad_norm = 0;  // before clipping
   double lr = 0;
-  bool skipped = false;    // loss or grad norm not finite: no update was made
+  bool skipped = false;  // loss or grad norm not finite: no update was made
   double seconds = 0;
-  int64_t tokens = 0;      // tokens processed (batch * seq)
+  int64_t tokens = 0;  // tokens processed (batch * seq)
 };
 
 class Trainer {
@@ -100,7 +102,8 @@ class Trainer {
   /// Layout (src/train/train_state.cpp): "<param>", "optim.exp_avg.<param>",
   /// "optim.exp_avg_sq.<param>"; metadata forge.step, forge.updates, forge.hyper (JSON),
   /// forge.config (config.json text), forge.format, forge.version.
-  void save_state(const std::string& path, const std::map<std::string, std::string>& metadata) const;
+  void save_state(const std::string& path,
+                  const std::map<std::string, std::string>& metadata) const;
   /// Restores what save_state wrote (weights, moments, step count) and returns its whole
   /// metadata: the caller's keys plus the forge.* ones (forge.hyper is the saved Hyper; the
   /// trainer keeps the Hyper it was constructed with). Error(Io/Format) for a missing or
