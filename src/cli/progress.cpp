@@ -69,7 +69,12 @@ void Progress::step(const ProgressStep& s) {
                       "no update was made",
                       static_cast<long long>(s.step), s.loss, s.grad_norm));
   if (tty_) {
-    draw();
+    // At most ~20 redraws a second: fast steps would otherwise flood the terminal.
+    if (!drawn_ || s.step == total_ ||
+        std::chrono::duration<double>(now - last_print_).count() >= 0.05) {
+      draw();
+      last_print_ = now;
+    }
     return;
   }
   const bool due = s.step == first_ + 1 || s.step == total_ || s.step % every_ == 0 ||

@@ -49,7 +49,7 @@ class Progress {
   int64_t total_, first_;
   double interval_s_;
   int64_t every_;
-  std::chrono::steady_clock::time_point start_, last_print_;
+  std::chrono::steady_clock::time_point start_, last_print_;  // last_print_: line or redraw
   std::string current_;  // the last status line (redrawn after a note)
   int64_t current_step_ = 0;
   bool drawn_ = false;  // a bar is on the terminal's current line
