@@ -5,7 +5,7 @@
 #
 # The model is the "mini" preset (4 layers, 4 heads, 256 wide, context 256, GPT-2's 50257
 # BPE tokens: 16M parameters), trained for FORGE_DEMO_STEPS optimizer steps (default 300) of
-# 8 sequences x 128 tokens. On an idle 2-core machine that takes about 3-4 minutes (plus
+# 8 sequences x 128 tokens. On an idle 2-core machine that takes about 3-5 minutes (plus
 # ~20 s to tokenize the corpus once; longer when other work shares the cores); the
 # validation loss falls from ~10.8 (uniform over 50257 tokens) to ~6.4, enough for the
 # samples to be made of the corpus's words and phrases. Ctrl-C stops it with a checkpoint;
