@@ -515,6 +515,31 @@ TEST_F(CliTrain, FineTunesFromAModelFolder) {
                "--init-from");
 }
 
+TEST_F(CliTrain, NonFiniteStepsAreSkippedWithAWarning) {
+  const fs::path out = fresh_dir("skipped");
+  // A learning rate of 1e30 (no clipping) makes the weights overflow in step 1's update, so
+  // every later loss is NaN and those steps must be skipped, not applied.
+  std::string args = tiny_args(out, "--clip 0 --json", 3);
+  args.replace(args.find("--lr 3e-3"), 9, "--lr 1e30");
+  const CliResult r = run_forge(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: step 2 skipped: loss nan"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("warning: step 3 skipped: loss nan"), std::string::npos) << r.err;
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_TRUE(m[0]["loss"].is_number());
+  EXPECT_FALSE(m[0].contains("skipped"));
+  for (size_t i : {1u, 2u}) {
+    EXPECT_TRUE(m[i]["loss"].is_null()) << i;  // NaN is written as null
+    EXPECT_EQ(m[i]["skipped"], true) << i;
+  }
+  EXPECT_TRUE(parse_json(r)["train_loss"].is_null());
+  // The plot leaves the non-finite points out.
+  const std::string svg = slurp(out / "loss.svg");
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
+}
+
 TEST_F(CliTrain, BenchReportsTrainingThroughput) {
   const CliResult r = run_forge("bench --preset tiny --prompt-tokens 8 --decode-tokens 4 --json");
   ASSERT_EQ(r.code, 0) << r.err;

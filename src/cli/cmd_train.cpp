@@ -295,6 +295,7 @@ struct Prepared {
 };
 
 std::string fmt_loss(double v) {
+  if (std::isnan(v)) return "nan";  // glibc may print "-nan"
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4f", v);
   return buf;

@@ -25,6 +25,13 @@ int terminal_columns(std::FILE* out) {
   return 80;
 }
 
+/// A figure for messages: "nan" / "inf" / "-inf" spelled the same on every libc.
+std::string number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return printf_string("%.4g", v);
+}
+
 }  // namespace
 
 std::string format_duration(double seconds) {
@@ -38,9 +45,14 @@ std::string format_duration(double seconds) {
 
 std::string Progress::line(const ProgressStep& s, int64_t total_steps, double eta_s) {
   const int width = static_cast<int>(std::to_string(total_steps).size());
-  return printf_string("step %*lld/%lld | loss %.4f | lr %.3e | norm %.3f | %.0f tok/s | ETA %s",
-                       width, static_cast<long long>(s.step), static_cast<long long>(total_steps),
-                       s.loss, s.lr, s.grad_norm, s.tok_s, format_duration(eta_s).c_str());
+  // Non-finite figures as "nan"/"inf" (glibc would print "-nan" for some NaNs).
+  auto fixed = [](double v, const char* fmt) {
+    return std::isfinite(v) ? printf_string(fmt, v) : number(v);
+  };
+  return printf_string("step %*lld/%lld | loss %s | lr %.3e | norm %s | %.0f tok/s | ETA %s", width,
+                       static_cast<long long>(s.step), static_cast<long long>(total_steps),
+                       fixed(s.loss, "%.4f").c_str(), s.lr, fixed(s.grad_norm, "%.3f").c_str(),
+                       s.tok_s, format_duration(eta_s).c_str());
 }
 
 Progress::Progress(int64_t total_steps, int64_t first_step, std::FILE* out, bool tty,
@@ -64,10 +76,10 @@ void Progress::step(const ProgressStep& s) {
   current_ = line(s, total_, eta);
   current_step_ = s.step;
   if (s.skipped)
-    note(
-        printf_string("warning: step %lld skipped (loss %g, grad norm %g are not both finite): "
-                      "no update was made",
-                      static_cast<long long>(s.step), s.loss, s.grad_norm));
+    note(printf_string(
+        "warning: step %lld skipped: loss %s, grad norm %s (not finite); no "
+        "update was made",
+        static_cast<long long>(s.step), number(s.loss).c_str(), number(s.grad_norm).c_str()));
   if (tty_) {
     // At most ~20 redraws a second: fast steps would otherwise flood the terminal.
     if (!drawn_ || s.step == total_ ||
