@@ -342,6 +342,27 @@ TEST_F(CliTrain, SecondSignalExitsAtOnceLeavingAResumableCheckpoint) {
   for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
 }
 
+TEST_F(CliTrain, KillDuringSavesLeavesAResumableFolder) {
+  const fs::path out = fresh_dir("sigkill");
+  const fs::path err = g_root / "sigkill.err";
+  const pid_t pid = spawn_forge(long_run_args(out, "1"), err);  // saving after every step
+  ASSERT_TRUE(wait_for_metrics(out, 5)) << slurp(err);
+  ::kill(pid, SIGKILL);  // most of the time is spent saving: likely mid-write
+  EXPECT_EQ(wait_for(pid, 60), 128 + SIGKILL);
+  // The model folder loads, and the state resumes (removing any temp file left behind).
+  const CliResult g =
+      run_forge("generate -m " + out.string() + " --prompt-ids 1,2 -n 2 --greedy --json");
+  EXPECT_EQ(g.code, 0) << g.err;
+  const CliResult r =
+      run_forge("train --out " + out.string() + " --resume --stop-after 1 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& f : fs::directory_iterator(out))
+    EXPECT_EQ(f.path().filename().string().find(".tmp."), std::string::npos) << f.path();
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_FALSE(m.empty());
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
+}
+
 TEST_F(CliTrain, DiskFullWhileSavingKeepsThePreviousCheckpoint) {
   const fs::path full = fresh_dir("dfull_ref"), out = fresh_dir("dfull");
   ASSERT_EQ(run_forge(tiny_args(full)).code, 0);
