@@ -13,14 +13,14 @@
 namespace forge::cpu {
 namespace {
 
-// Blocks from 4 MiB up are "large": mapped directly (starting on a 2 MiB boundary) and
+// Blocks from 256 KiB up are "large": mapped directly (starting on a 2 MiB boundary) and
 // recycled. Their size class is rounded to 64 KiB, not 2 MiB: a partly used huge page would
 // be resident in full, and GPT-2's weight matrices would waste ~40 MB that way.
 // Under AddressSanitizer every block goes through malloc, so that ASan sees overruns.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr size_t kLargeMin = SIZE_MAX;
 #else
-constexpr size_t kLargeMin = size_t{4} << 20;
+constexpr size_t kLargeMin = size_t{256} << 10;
 #endif
 constexpr size_t kHuge = size_t{2} << 20;
 constexpr size_t kLargeGrain = size_t{64} << 10;
