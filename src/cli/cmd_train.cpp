@@ -203,6 +203,36 @@ void remove_stale_temp_files(const fs::path& out) {
   }
 }
 
+constexpr const char* kStagingDir = ".model_staging";
+
+/// Writes config.json + model.safetensors so that each replaces its old version atomically.
+/// gpt2::Model::save rewrites config.json in place, so it saves into a staging folder in
+/// OUT and each file is then renamed over its final name (after an fsync, so that a rename
+/// never publishes data that is not on disk).
+void save_model_atomically(const gpt2::Model& model, const fs::path& out) {
+  const fs::path stage = out / kStagingDir;
+  std::error_code ec;
+  fs::remove_all(stage, ec);
+  try {
+    model.save(stage.string());
+    for (const char* name : {"model.safetensors", "config.json"}) {
+      const fs::path from = stage / name;
+      const int fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
+      const bool synced = fd >= 0 && ::fsync(fd) == 0;
+      if (fd >= 0) ::close(fd);
+      if (!synced) fail(ErrorKind::Io, "cannot sync " + from.string());
+      fs::rename(from, out / name, ec);
+      if (ec)
+        fail(ErrorKind::Io,
+             "cannot move " + from.string() + " to " + (out / name).string() + ": " + ec.message());
+    }
+  } catch (...) {
+    fs::remove_all(stage, ec);
+    throw;
+  }
+  fs::remove_all(stage, ec);
+}
+
 /// An exclusive lock on OUT for the process's life: two runs writing one folder would
 /// corrupt each other's checkpoints.
 void lock_out_dir(const fs::path& out) {
@@ -402,6 +432,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
     fail(ErrorKind::Io, "cannot create the output folder " + out.string());
   lock_out_dir(out);
   remove_stale_temp_files(out);
+  fs::remove_all(out / kStagingDir, ec);  // a save that a kill interrupted
   const fs::path state_path = out / kStateFile;
 
   std::map<std::string, std::string> meta;
@@ -540,7 +571,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
     };
     // The state first: with it alone a resume is possible, whatever happens next.
     trainer.save_state(state_path.string(), m);
-    model.save(out.string());
+    save_model_atomically(model, out);
     if (tok && !tokenizer_saved) {
       tok->save(out.string());
       tokenizer_saved = true;
