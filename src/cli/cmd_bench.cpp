@@ -257,6 +257,17 @@ void register_bench(CLI::App& app, Action& action) {
       cmd->add_option("--device", po.device, "preset: device (cpu, vulkan, vulkan:N)")
           ->capture_default_str(),
       cmd->add_flag("--profile", po.profile, "preset: also time each op of a step"),
+      cmd->add_option("--train-batch", po.train_batch, "preset: sequences per training step")
+          ->check(int_in_range(1, 1 << 16))
+          ->capture_default_str(),
+      cmd->add_option("--train-seq", po.train_seq,
+                      "preset: tokens per training sequence (capped at the context)")
+          ->check(int_in_range(1, 1 << 20))
+          ->capture_default_str(),
+      cmd->add_option("--train-steps", po.train_steps,
+                      "preset: timed training steps after a warm-up one (0: no training)")
+          ->check(int_in_range(0, 10000))
+          ->capture_default_str(),
   };
   for (CLI::Option* o : op_only) o->excludes(preset);
   for (CLI::Option* o : preset_only) o->excludes(op);

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "forge/gpt2.h"
 #include "forge/safetensors.h"
 #include "forge/threads.h"
+#include "io/atomic_file.h"
 
 namespace forge::gpt2 {
 namespace {
@@ -371,11 +371,12 @@ void Model::save(const std::string& dir) const {
   } catch (const Error& e) {
     throw Error(e.kind(), std::string(fn) + ": " + e.what());
   }
+  // Atomic like the weights: a reader (or a kill) never sees a half-written config.
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  std::ofstream f(config_path, std::ios::binary | std::ios::trunc);
-  f << config_.to_json();
-  f.close();
-  if (!f) fail(fn, ErrorKind::Io, "cannot write " + config_path);
+  io::AtomicFile f(config_path, fn);  // Error(Io) "gpt2::Model::save: <path>: ..."
+  const std::string text = config_.to_json();
+  f.write(text.data(), text.size());
+  f.commit();
 }
 
 }  // namespace forge::gpt2
