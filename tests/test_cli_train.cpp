@@ -192,6 +192,48 @@ TEST_F(CliTrain, LossPlotHasBothSeriesTicksAndLegend) {
   EXPECT_NE(svg.find(">train</text>"), std::string::npos);
 }
 
+/// The points="..." of each polyline of an SVG, in order.
+std::vector<std::string> polylines(const std::string& svg) {
+  std::vector<std::string> v;
+  const std::regex re("<polyline[^>]* points=\"([^\"]*)\"");
+  for (std::sregex_iterator it(svg.begin(), svg.end(), re), end; it != end; ++it)
+    v.push_back((*it)[1]);
+  return v;
+}
+
+TEST_F(CliTrain, PlotRedrawsTheCurveFromMetrics) {
+  const fs::path out = fresh_dir("replot");
+  ASSERT_EQ(run_forge(tiny_args(out)).code, 0);
+  const std::string trained = slurp(out / "loss.svg");
+  const CliResult r = run_forge("plot " + out.string() + " -o " + (out / "again.svg").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 train and 2 validation points"), std::string::npos) << r.out;
+  // Same series as the plot forge train drew (only the title may differ).
+  const std::vector<std::string> a = polylines(trained), b = polylines(slurp(out / "again.svg"));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a, b);
+  // Default output: DIR/loss.svg, replaced.
+  fs::remove(out / "loss.svg");
+  ASSERT_EQ(run_forge("plot " + out.string()).code, 0);
+  EXPECT_EQ(polylines(slurp(out / "loss.svg")), a);
+
+  // A last line cut short (a run being written) is ignored; garbage elsewhere is an error.
+  const std::string metrics = slurp(out / "metrics.jsonl");
+  write_bytes(out / "metrics.jsonl", metrics + "{\"step\": 9, \"lo");
+  EXPECT_EQ(run_forge("plot " + out.string()).code, 0);
+  write_bytes(out / "metrics.jsonl", "not json\n" + metrics);
+  CliResult bad = run_forge("plot " + out.string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("error: plot: "), std::string::npos) << bad.err;
+  write_bytes(out / "metrics.jsonl", metrics + metrics);  // steps go back to 1
+  bad = run_forge("plot " + out.string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("does not follow"), std::string::npos) << bad.err;
+  bad = run_forge("plot " + (out / "missing").string());
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("error: plot: cannot read"), std::string::npos) << bad.err;
+}
+
 /// Model bytes and per-step figures (all but the timing fields) of a run's OUT.
 struct RunResult {
   std::string model;

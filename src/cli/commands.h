@@ -19,6 +19,7 @@ void register_generate(CLI::App& app, Action& action);
 void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
 void register_eval(CLI::App& app, Action& action);
 void register_train(CLI::App& app, Action& action);  // cmd_train.cpp
+void register_plot(CLI::App& app, Action& action);   // cmd_plot.cpp: loss.svg from metrics
 
 /// Settings of `forge bench --preset`: a random-init GPT-2 of the preset's shapes.
 struct ModelBenchOptions {
