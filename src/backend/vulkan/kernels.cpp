@@ -223,7 +223,12 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
                          uint32_t batch, uint32_t M, uint32_t N) {
   if (M == 0 || N == 0 || batch == 0) return;
   const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
-  const uint64_t tiles_n = (N + 63) / 64, tiles_m = (M + 63) / 64;
+  // M = 1 (a decode step): a matrix-vector kernel; otherwise 64x64 tiles.
+  const bool gemv = M == 1;
+  const char* shader = !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
+  const uint64_t cols_per_group = !gemv ? 64 : trans_b ? 8 : 32;
+  const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
+  const uint64_t tiles_m = (M + 63) / 64;
   const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
   // Grids beyond maxComputeWorkGroupCount go as several dispatches with base tiles.
   for (uint64_t z0 = 0; z0 < batch; z0 += lim[2])
@@ -235,7 +240,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
         params.push_back(static_cast<uint32_t>(x0));
         params.push_back(static_cast<uint32_t>(y0));
         params.push_back(static_cast<uint32_t>(z0));
-        ctx_->dispatch("matmul", {a, b, bias ? *bias : a, o}, params,
+        ctx_->dispatch(shader, {a, b, bias ? *bias : a, o}, params,
                        static_cast<uint32_t>(std::min<uint64_t>(lim[0], tiles_n - x0)),
                        static_cast<uint32_t>(std::min<uint64_t>(lim[1], tiles_m - y0)),
                        static_cast<uint32_t>(std::min<uint64_t>(lim[2], batch - z0)));
