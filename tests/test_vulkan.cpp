@@ -25,6 +25,7 @@ namespace {
 /// The first Vulkan device of list_devices(), or nothing.
 bool first_vulkan(Device& out, std::string& why) {
 #ifndef FORGE_HAVE_VULKAN
+  (void)out;
   why = "this build has no Vulkan backend (FORGE_VULKAN=OFF)";
   return false;
 #else

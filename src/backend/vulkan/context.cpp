@@ -1,6 +1,7 @@
 // Logical device, compute queue, pipelines, descriptor sets, the recording command buffer
 // with hazard barriers, submission and fences.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -128,6 +129,14 @@ Context::Context(int index, Device device) : device_(device) {
   } else {
     throw Error(ErrorKind::Unsupported,
                 "device " + device.str() + " (" + name_ + "): no usable memory type");
+  }
+  // FORGE_VULKAN_STAGING=1: never map device buffers, always go through the staging buffer
+  // (how discrete GPUs without resizable BAR work; lets lavapipe test that path).
+  const char* force_staging = std::getenv("FORGE_VULKAN_STAGING");
+  if (force_staging && std::strcmp(force_staging, "1") == 0 && staging >= 0) {
+    device_mapped_ = false;
+    device_type_ = static_cast<uint32_t>(local >= 0 ? local : staging);
+    staging_type_ = static_cast<uint32_t>(staging);
   }
   heap_size_ = heap(device_type_);
 }

@@ -202,12 +202,13 @@ void Context::write(const VkStorage& dst, size_t offset, const void* src, size_t
 void Context::read(const VkStorage& src, size_t offset, void* dst, size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (bytes == 0) return;
-  flush();
   const Buffer& b = src.buffer();
   if (b.mapped) {
+    flush();
     std::memcpy(dst, static_cast<const unsigned char*>(b.mapped) + offset, bytes);
     return;
   }
+  // The copy into the staging buffer joins the recorded batch: still one submit.
   staged_read(b, offset, dst, bytes);
 }
 
