@@ -227,5 +227,38 @@ TEST_F(Vulkan, Gpt2GreedyTokensAndEvalLossMatchTheCpu) {
   EXPECT_EQ(greedy_cached(chunked, prompt, 64), want);
 }
 
+// GPT-2's real vocabulary at width 768: wte is 147 MiB, more than lavapipe's 128 MiB binding
+// limit, so the model splits it into row chunks by the device's max_binding_bytes and the
+// embedding and tied LM head run per chunk. Same greedy tokens as the CPU.
+TEST_F(Vulkan, WteLargerThanOneBindingRunsInChunks) {
+  const DeviceInfo info = backend_for(dev_).info();
+  gpt2::Config c = gpt2::Config::preset("tiny");
+  c.n_layer = 1;
+  c.n_head = 12;
+  c.n_embd = 768;
+  c.n_ctx = 32;
+  c.vocab_size = 50257;
+  c.bos_id = c.eos_id = 50256;
+  const uint64_t wte_bytes = static_cast<uint64_t>(c.vocab_size) * c.n_embd * sizeof(float);
+  if (info.max_binding_bytes == 0 || wte_bytes <= info.max_binding_bytes)
+    GTEST_SKIP() << dev_.str() << " binds " << info.max_binding_bytes
+                 << " bytes: wte fits one binding, nothing to split";
+  const gpt2::Model cpu = gpt2::Model::random(c, 7);
+  const gpt2::Model gpu = gpt2::Model::random(c, 7, dev_);
+  EXPECT_GE(gpu.weights().wte.size(), 2u);
+  // Ids from both chunks (the first chunk ends at row 43690 on lavapipe).
+  const std::vector<uint32_t> prompt = {50256, 464, 2068, 43690, 43689, 0};
+  const Tensor ids = Tensor::from_vector(prompt, {1, 6});
+  gpt2::KVCache cpu_cache(cpu, 1), gpu_cache(gpu, 1);
+  const std::vector<float> want = cpu.forward_cached(ids, cpu_cache).to_vector<float>();
+  ASSERT_EQ(want.size(), 50257u);
+  expect_near(gpu.forward_cached(ids, gpu_cache).to_vector<float>(), want, 1e-3,
+              "last-position logits");
+  // One decode step: the chunked embedding of an id in the second chunk.
+  const Tensor next = Tensor::from_vector(std::vector<uint32_t>{50000}, {1, 1});
+  expect_near(gpu.forward_cached(next, gpu_cache).to_vector<float>(),
+              cpu.forward_cached(next, cpu_cache).to_vector<float>(), 1e-3, "decode logits");
+}
+
 }  // namespace
 }  // namespace forge::test
