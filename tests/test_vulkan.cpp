@@ -229,7 +229,7 @@ TEST_F(Vulkan, Gpt2GreedyTokensAndEvalLossMatchTheCpu) {
 
 // GPT-2's real vocabulary at width 768: wte is 147 MiB, more than lavapipe's 128 MiB binding
 // limit, so the model splits it into row chunks by the device's max_binding_bytes and the
-// embedding and tied LM head run per chunk. Same greedy tokens as the CPU.
+// embedding and tied LM head run per chunk. Same logits as the CPU.
 TEST_F(Vulkan, WteLargerThanOneBindingRunsInChunks) {
   const DeviceInfo info = backend_for(dev_).info();
   gpt2::Config c = gpt2::Config::preset("tiny");
