@@ -48,6 +48,12 @@ class Vulkan : public ::testing::Test {
   Device dev_;
 };
 
+#ifdef FORGE_HAVE_VULKAN
+vk::Context& context_of(Device d) {
+  return dynamic_cast<vk::VulkanBackend&>(backend_for(d)).context();
+}
+#endif
+
 std::vector<float> ramp(size_t n, float scale = 0.01f) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * 0.37f) * scale * 100;
@@ -132,9 +138,6 @@ TEST_F(Vulkan, ViewsAtUnalignedOffsetsMatchTheCpu) {
 }
 
 #ifdef FORGE_HAVE_VULKAN
-vk::Context& context_of(Device d) {
-  return dynamic_cast<vk::VulkanBackend&>(backend_for(d)).context();
-}
 
 // Ops are recorded, not submitted: a chain of ops costs one submit, at the readback; and a
 // repeated step allocates no new device memory after its first run (the buffer pool).
@@ -210,6 +213,15 @@ TEST_F(Vulkan, Gpt2GreedyTokensAndEvalLossMatchTheCpu) {
   const std::vector<uint32_t> prompt = {847, 641, 752, 387, 399};
   const std::vector<uint32_t> want = greedy_cached(cpu, prompt, 64);
   EXPECT_EQ(greedy_cached(gpu, prompt, 64), want);
+#ifdef FORGE_HAVE_VULKAN
+  // Again, now that the pool holds every buffer size: one submit per generated token (the
+  // prefill's included) and no device allocation at all.
+  const vk::Context::Stats before = context_of(dev_).stats();
+  EXPECT_EQ(greedy_cached(gpu, prompt, 64), want);
+  const vk::Context::Stats after = context_of(dev_).stats();
+  EXPECT_EQ(after.submits - before.submits, 64u);
+  EXPECT_EQ(after.buffer_allocations, before.buffer_allocations);
+#endif
 
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 90; ++i) ids.push_back((i * 389u + 11u) % 1003u);
