@@ -104,6 +104,20 @@ TEST_F(Vulkan, BadDeviceIndexAndHugeAllocationAreErrors) {
     EXPECT_EQ(e.kind(), ErrorKind::Backend);
     EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
   }
+  // A tensor larger than one binding: a kernel on it is an Unsupported error naming the
+  // limit (the model splits such tables into chunks instead).
+  const uint64_t limit = backend_for(dev_).info().max_binding_bytes;
+  if (limit > 0 && limit < (uint64_t{1} << 30)) {
+    const Tensor big = Tensor::empty({static_cast<int64_t>(limit / 4 + 64)}, DType::F32, dev_);
+    try {
+      Tensor y = scale(big, 2.0f);
+      ADD_FAILURE() << "no error scaling " << big.str();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+      EXPECT_NE(std::string(e.what()).find("maxStorageBufferRange"), std::string::npos)
+          << e.what();
+    }
+  }
   const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}, dev_);
   EXPECT_EQ(scale(x, 2.0f).to_vector<float>(), (std::vector<float>{2, 4, 6}));
 }
