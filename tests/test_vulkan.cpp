@@ -114,12 +114,26 @@ TEST_F(Vulkan, BadDeviceIndexAndHugeAllocationAreErrors) {
       ADD_FAILURE() << "no error scaling " << big.str();
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-      EXPECT_NE(std::string(e.what()).find("maxStorageBufferRange"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find("maxStorageBufferRange"), std::string::npos) << e.what();
     }
   }
   const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}, dev_);
   EXPECT_EQ(scale(x, 2.0f).to_vector<float>(), (std::vector<float>{2, 4, 6}));
+}
+
+// Inputs of one op on two devices: the ops layer refuses, naming the op and both devices.
+TEST_F(Vulkan, MixingDevicesIsAnError) {
+  const Tensor a = Tensor::full({2, 3}, 1.0f);
+  const Tensor b = Tensor::full({2, 3}, 1.0f, dev_);
+  try {
+    Tensor c = add(a, b);
+    ADD_FAILURE() << "no error adding " << a.str() << " and " << b.str();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("add:", 0), 0u) << msg;
+    EXPECT_NE(msg.find(dev_.str()), std::string::npos) << msg;
+  }
 }
 
 // Views at element offsets that are not multiples of the binding alignment: the kernels
