@@ -191,6 +191,24 @@ TEST_F(Vulkan, OneSubmitPerReadbackAndNoAllocationsInSteadyState) {
   EXPECT_EQ(ctx.stats().buffer_allocations, allocations) << "the pool should serve every buffer";
   EXPECT_EQ(ctx.stats().dispatches - dispatches, 5u * 6u);
 }
+// Timestamp queries around every dispatch: GPU time per shader (what --profile will show).
+TEST_F(Vulkan, ProfilingReportsTimePerShader) {
+  vk::Context& ctx = context_of(dev_);
+  ctx.set_profiling(true);
+  const Tensor a = Tensor::from_vector(ramp(96 * 80), {96, 80}, dev_);
+  for (int i = 0; i < 3; ++i) (void)gelu(matmul(a, a, {.trans_b = true})).to_vector<float>();
+  const std::vector<vk::Context::ShaderTime> times = ctx.profile();
+  ctx.set_profiling(false);
+  bool matmul_seen = false;
+  for (const auto& t : times) {
+    if (t.shader == "matmul") {
+      matmul_seen = true;
+      EXPECT_EQ(t.dispatches, 3u);
+      EXPECT_GT(t.ms, 0.0);
+    }
+  }
+  EXPECT_TRUE(matmul_seen);
+}
 #endif
 
 // The validation layers watch a run of real work (forge eval of a golden model on the

@@ -154,6 +154,7 @@ Context::~Context() {
   }
   for (VkDescriptorPool pool : desc_pools_) vkDestroyDescriptorPool(dev_, pool, nullptr);
   vkDestroyPipelineCache(dev_, pipeline_cache_, nullptr);
+  if (query_pool_) vkDestroyQueryPool(dev_, query_pool_, nullptr);
   vkDestroyFence(dev_, fence_, nullptr);
   vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
   vkDestroyDevice(dev_, nullptr);
@@ -327,7 +328,17 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                      static_cast<uint32_t>(push.size() * 4), push.data());
-  vkCmdDispatch(cmd_, gx, gy, gz);
+  const bool timed = profiling_ && timed_.size() * 2 + 2 <= 2 * kMaxBatchCommands;
+  if (timed) {
+    if (timed_.empty()) vkCmdResetQueryPool(cmd_, query_pool_, 0, 2 * kMaxBatchCommands);
+    const auto q = static_cast<uint32_t>(timed_.size() * 2);
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool_, q);
+    vkCmdDispatch(cmd_, gx, gy, gz);
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, query_pool_, q + 1);
+    timed_.push_back(shader);
+  } else {
+    vkCmdDispatch(cmd_, gx, gy, gz);
+  }
   ++stats_.dispatches;
 }
 
@@ -353,9 +364,58 @@ void Context::flush() {
   written_.clear();
   read_.clear();
   commands_ = 0;
+  collect_timestamps();
   // Buffers released while the batch was in flight can go now.
   for (const Buffer& b : zombies_) destroy_buffer(b);
   zombies_.clear();
+}
+
+void Context::set_profiling(bool on) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  flush();
+  if (on && !query_pool_) {
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(nq);
+    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nq, qf.data());
+    if (qf[queue_family_].timestampValidBits == 0 || limits_.timestampPeriod <= 0.0f)
+      throw Error(ErrorKind::Unsupported,
+                  "vulkan: " + name_ + " has no timestamps on its compute queue (profiling)");
+    auto qi = make<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = 2 * kMaxBatchCommands;
+    check(vkCreateQueryPool(dev_, &qi, nullptr, &query_pool_), "vkCreateQueryPool");
+    timestamp_ns_ = limits_.timestampPeriod;
+  }
+  if (on && !profiling_) times_.clear();
+  profiling_ = on;
+}
+
+void Context::collect_timestamps() {
+  if (timed_.empty()) return;
+  std::vector<uint64_t> ticks(timed_.size() * 2);
+  check(vkGetQueryPoolResults(dev_, query_pool_, 0, static_cast<uint32_t>(ticks.size()),
+                              ticks.size() * sizeof(uint64_t), ticks.data(), sizeof(uint64_t),
+                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+        "vkGetQueryPoolResults");
+  for (size_t i = 0; i < timed_.size(); ++i) {
+    ShaderTime& t = times_[timed_[i]];
+    t.shader = timed_[i];
+    ++t.dispatches;
+    const uint64_t d = ticks[2 * i + 1] >= ticks[2 * i] ? ticks[2 * i + 1] - ticks[2 * i] : 0;
+    t.ms += static_cast<double>(d) * timestamp_ns_ * 1e-6;
+  }
+  timed_.clear();
+}
+
+std::vector<Context::ShaderTime> Context::profile() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  flush();
+  std::vector<ShaderTime> out;
+  for (const auto& [name, t] : times_) out.push_back(t);
+  std::sort(out.begin(), out.end(),
+            [](const ShaderTime& a, const ShaderTime& b) { return a.ms > b.ms; });
+  return out;
 }
 
 }  // namespace forge::vk

@@ -135,6 +135,17 @@ class Context {
   };
   const Stats& stats() const { return stats_; }
 
+  /// GPU time per shader from timestamp queries around every dispatch (for --profile).
+  /// Enabling flushes; Error(Unsupported) if the queue has no timestamps.
+  struct ShaderTime {
+    std::string shader;
+    uint64_t dispatches = 0;
+    double ms = 0.0;
+  };
+  void set_profiling(bool on);
+  /// Totals since profiling was enabled, by shader name (flushes first).
+  std::vector<ShaderTime> profile();
+
  private:
   struct Pipeline {
     VkPipeline pipeline = VK_NULL_HANDLE;
@@ -188,6 +199,15 @@ class Context {
   std::vector<Buffer> zombies_;                 // to destroy once the batch in flight has finished
   size_t cached_bytes_ = 0;
   Stats stats_;
+
+  // Profiling: a query pool of two timestamps per dispatch of one batch, the shader of each
+  // pair, and the totals.
+  VkQueryPool query_pool_ = VK_NULL_HANDLE;
+  bool profiling_ = false;
+  double timestamp_ns_ = 1.0;
+  std::vector<std::string> timed_;
+  std::map<std::string, ShaderTime> times_;
+  void collect_timestamps();
 };
 
 }  // namespace forge::vk
