@@ -11,6 +11,9 @@ PACKAGES=(
   python3 python3-torch python3-numpy           # float64 reference checks in the test suite
   python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
   clang-format
+  # Vulkan backend: loader + headers, shader compiler, lavapipe (CPU Vulkan, so CI runs the
+  # Vulkan tests), vulkaninfo, and the validation layer the tests enable.
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
 )
 # npm fetches tokenizer files and corpora. Debian's nodejs and npm packages go together; a
 # machine whose nodejs already ships npm (e.g. NodeSource's) conflicts with Debian's npm.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "forge/ops.h"
@@ -19,12 +20,15 @@ namespace forge {
 /// What a device can do, for `forge devices` and for code that must split buffers.
 struct DeviceInfo {
   Device device;
-  std::string name;          // "cpu (AMD EPYC, avx512)", "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string kind;          // "cpu", "integrated-gpu", "discrete-gpu", "virtual-gpu", ...
-  int threads = 0;           // worker threads (CPU)
+  std::string name;                // "cpu (AMD EPYC, avx512)", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string kind;                // "cpu", "integrated-gpu", "discrete-gpu", "virtual-gpu", ...
+  int threads = 0;                 // worker threads (CPU)
   uint64_t memory_bytes = 0;       // total device memory (CPU: physical RAM)
   uint64_t max_binding_bytes = 0;  // largest buffer one kernel may bind (CPU: unlimited = 0)
-  std::string simd;          // CPU: "avx512", "avx2", "portable"
+  std::string simd;                // CPU: "avx512", "avx2", "portable"
+  /// Further limits worth showing, as (name, value) lines (Vulkan: storage buffer range,
+  /// offset alignment, shared memory, workgroup size/count, subgroup size, memory heaps).
+  std::vector<std::pair<std::string, std::string>> limits;
 };
 
 class Backend {
@@ -50,8 +54,8 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void gelu(const Tensor& x, Tensor& out) = 0;
   /// bias may be undefined. Shapes already resolved: see MatmulDims.
-  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
-                      const MatmulSpec& spec, Tensor& out) = 0;
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
+                      Tensor& out) = 0;
   virtual void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) = 0;
   virtual void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                          Tensor& out) = 0;
@@ -77,13 +81,12 @@ class Backend {
   /// out is zero-filled by the ops layer; ids already range-checked.
   virtual void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) = 0;
   virtual void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) = 0;
-  virtual void ce_bwd(const Tensor& logits, const Tensor& targets, float scale,
-                      Tensor& out) = 0;
+  virtual void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out) = 0;
   /// threshold = dropout_threshold(p), scale = 1 / (1 - p), both from the host.
   virtual void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
                        Tensor& out) = 0;
-  virtual void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                            int64_t n_head, Tensor& out) = 0;
+  virtual void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head,
+                            Tensor& out) = 0;
   virtual void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out) = 0;
   virtual void sumsq(const Tensor& x, Tensor& out) = 0;
   /// out = x * s; out may alias x.
@@ -95,6 +98,10 @@ class Backend {
 /// The backend serving `device`; created on first use. Error(Device) if the device does not
 /// exist or its backend is not built in.
 Backend& backend_for(Device device);
+
+/// The index "vulkan" (no index) stands for: the first discrete GPU, else 0 (also 0 when
+/// the build has no Vulkan backend or no Vulkan device: using it then reports why).
+int default_vulkan_index();
 
 /// All devices this build can use, CPU first.
 std::vector<DeviceInfo> list_devices();

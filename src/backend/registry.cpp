@@ -5,6 +5,9 @@
 #include "backend/cpu/cpu_backend.h"
 #include "forge/backend.h"
 #include "forge/error.h"
+#ifdef FORGE_HAVE_VULKAN
+#include "backend/vulkan/vulkan_backend.h"
+#endif
 
 namespace forge {
 
@@ -15,15 +18,33 @@ Backend& backend_for(Device device) {
       return cpu_backend;
     }
     case DeviceKind::Vulkan:
-      throw Error(ErrorKind::Device, "device " + device.str() +
-                                         ": this build of forge has no Vulkan backend");
+#ifdef FORGE_HAVE_VULKAN
+      return vk::backend(device.index);
+#else
+      throw Error(ErrorKind::Device,
+                  "device " + device.str() + ": this build of forge has no Vulkan backend");
+#endif
     case DeviceKind::Cuda:
-      throw Error(ErrorKind::Device, "device " + device.str() +
-                                         ": this build of forge has no CUDA backend");
+      throw Error(ErrorKind::Device,
+                  "device " + device.str() + ": this build of forge has no CUDA backend");
   }
   throw Error(ErrorKind::Device, "device: unknown kind");
 }
 
-std::vector<DeviceInfo> list_devices() { return {backend_for(Device::cpu()).info()}; }
+std::vector<DeviceInfo> list_devices() {
+  std::vector<DeviceInfo> list = {backend_for(Device::cpu()).info()};
+#ifdef FORGE_HAVE_VULKAN
+  for (DeviceInfo& d : vk::device_infos()) list.push_back(std::move(d));
+#endif
+  return list;
+}
+
+int default_vulkan_index() {
+#ifdef FORGE_HAVE_VULKAN
+  return vk::default_index();
+#else
+  return 0;
+#endif
+}
 
 }  // namespace forge

@@ -37,6 +37,7 @@ int run_devices(bool json) {
                       {"memory_bytes", d.memory_bytes},
                       {"max_binding_bytes", d.max_binding_bytes},
                       {"simd", d.simd}});
+      for (const auto& [key, value] : d.limits) list.back()["limits"][key] = value;
     }
     std::printf("%s\n", nlohmann::ordered_json{{"devices", list}}.dump(2).c_str());
     return 0;
@@ -50,6 +51,8 @@ int run_devices(bool json) {
     std::printf("  max binding  %s\n",
                 d.max_binding_bytes ? human_bytes(d.max_binding_bytes).c_str() : "unlimited");
     if (!d.simd.empty()) std::printf("  simd         %s\n", d.simd.c_str());
+    for (const auto& [key, value] : d.limits)
+      std::printf("  %-26s %s\n", key.c_str(), value.c_str());
   }
   return 0;
 }

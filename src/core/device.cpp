@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "forge/backend.h"
 #include "forge/error.h"
 
 namespace forge {
@@ -23,7 +24,8 @@ Device Device::parse(const std::string& text) {
     index = std::stoi(num);
   }
   if (name == "cpu" && index == 0) return Device::cpu();
-  if (name == "vulkan") return {DeviceKind::Vulkan, index};
+  if (name == "vulkan")
+    return {DeviceKind::Vulkan, colon == std::string::npos ? default_vulkan_index() : index};
   if (name == "cuda") return {DeviceKind::Cuda, index};
   return fail();
 }

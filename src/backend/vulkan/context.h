@@ -1,0 +1,213 @@
+// The Vulkan runtime under the Vulkan backend: one Context per logical device.
+//
+//   instance.cpp  the instance (optionally with validation layers), physical-device
+//                 enumeration and the limits `forge devices` prints
+//   context.cpp   logical device, compute queue, pipelines (one per shader, created once),
+//                 descriptor pools, the recording command buffer with hazard barriers,
+//                 submission and fences
+//   memory.cpp    buffers from a size-class pool, host <-> device transfers
+//
+// Work is asynchronous: dispatches, copies and fills are RECORDED into one command buffer
+// and submitted only when the host needs data (read, synchronize), when a large host write
+// must not overtake recorded work, or when the batch grows large. A barrier goes between
+// two commands only when the second touches a buffer the first wrote (or writes one it read).
+// Every entry point takes the context's mutex.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "forge/backend.h"
+
+namespace forge::vk {
+
+/// A Vulkan struct zero-initialized with its sType set.
+template <typename T>
+T make(VkStructureType type) {
+  T v{};
+  v.sType = type;
+  return v;
+}
+
+/// Throws Error(Backend) "vulkan: <what> failed: <VkResult name>" unless r is VK_SUCCESS.
+void check(VkResult r, const char* what);
+const char* result_name(VkResult r);
+
+/// The process-wide instance; created on first use. Throws Error(Backend) naming the cause
+/// when there is no loader, no driver or no device.
+class Instance {
+ public:
+  static Instance& get();
+  VkInstance handle() const { return instance_; }
+  const std::vector<VkPhysicalDevice>& devices() const { return devices_; }
+  /// "vulkan" without an index: the first discrete GPU, else device 0.
+  int default_index() const;
+  /// Validation messages reported so far (FORGE_VULKAN_VALIDATION=1 enables the layer).
+  bool validation_enabled() const { return validation_; }
+  uint64_t validation_messages() const;
+  DeviceInfo info(int index) const;
+
+ private:
+  Instance();
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  std::vector<VkPhysicalDevice> devices_;
+  bool validation_ = false;
+};
+
+/// A device buffer with its own memory allocation; `mapped` when host-visible.
+struct Buffer {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  size_t size = 0;  // the size class (>= what was asked for)
+  void* mapped = nullptr;
+};
+
+class Context;
+
+/// Storage of a Vulkan tensor: a pooled buffer, returned to the pool on destruction.
+class VkStorage final : public Storage {
+ public:
+  VkStorage(Context& ctx, Device device, size_t bytes, Buffer buffer)
+      : Storage(device, bytes), ctx_(ctx), buffer_(buffer) {}
+  ~VkStorage() override;
+  const Buffer& buffer() const { return buffer_; }
+
+ private:
+  Context& ctx_;
+  Buffer buffer_;
+};
+
+/// One buffer argument of a dispatch: the tensor's bytes [offset, offset + bytes) of a
+/// storage; `write` when the kernel writes it.
+struct Arg {
+  const VkStorage* storage = nullptr;
+  size_t offset = 0;  // bytes
+  size_t bytes = 0;
+  bool write = false;
+};
+
+class Context {
+ public:
+  Context(int index, Device device);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  std::recursive_mutex& mutex() { return mutex_; }
+  const VkPhysicalDeviceLimits& limits() const { return limits_; }
+  Device device() const { return device_; }
+  const std::string& name() const { return name_; }
+
+  // --- memory (memory.cpp) ---
+  std::shared_ptr<Storage> allocate(size_t bytes, bool zero);
+  void release(const Buffer& b);  // back to the pool (from ~VkStorage)
+  void write(const VkStorage& dst, size_t offset, const void* src, size_t bytes);
+  void read(const VkStorage& src, size_t offset, void* dst, size_t bytes);
+  void copy(const VkStorage& src, size_t src_offset, const VkStorage& dst, size_t dst_offset,
+            size_t bytes);
+  /// A scratch buffer for a kernel's temporaries (recycled through the pool).
+  std::shared_ptr<VkStorage> scratch(size_t bytes);
+
+  // --- recording and submission (context.cpp) ---
+  /// Records one dispatch of `shader`. Push constants are the element offset of every
+  /// argument within its aligned binding (in argument order), then `params`.
+  void dispatch(const char* shader, const std::vector<Arg>& args,
+                const std::vector<uint32_t>& params, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
+  /// Groups for n 1-D workgroups, split as (x, y) within maxComputeWorkGroupCount.
+  void groups_1d(uint64_t n, uint32_t& gx, uint32_t& gy) const;
+  /// Submits the recorded work and waits for it.
+  void flush();
+  bool pending() const { return recording_ && commands_ > 0; }
+
+  struct Stats {
+    uint64_t submits = 0;
+    uint64_t dispatches = 0;
+    uint64_t buffer_allocations = 0;  // vkAllocateMemory calls (pool misses)
+  };
+  const Stats& stats() const { return stats_; }
+
+  /// GPU time per shader from timestamp queries around every dispatch (for --profile).
+  /// Enabling flushes; Error(Unsupported) if the queue has no timestamps.
+  struct ShaderTime {
+    std::string shader;
+    uint64_t dispatches = 0;
+    double ms = 0.0;
+  };
+  void set_profiling(bool on);
+  /// Totals since profiling was enabled, by shader name (flushes first).
+  std::vector<ShaderTime> profile();
+
+ private:
+  struct Pipeline {
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    uint32_t bindings = 0;
+  };
+  Pipeline& pipeline(const char* shader, uint32_t bindings);
+  VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
+  VkCommandBuffer begin();
+  /// Hazard tracking: a barrier before a command that touches what is pending.
+  void track(const std::vector<std::pair<VkBuffer, bool>>& uses);
+  void barrier();
+
+  Buffer create_buffer(size_t size, uint32_t type, bool map);
+  void destroy_buffer(const Buffer& b);
+  void staged_read(const Buffer& src, size_t offset, void* dst, size_t bytes);
+  void staged_write(const Buffer& dst, size_t offset, const void* src, size_t bytes);
+  Buffer& staging();
+
+  std::recursive_mutex mutex_;
+  Device device_;
+  std::string name_;
+  VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceLimits limits_{};
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  uint64_t max_allocation_ = 0;
+  VkDevice dev_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t queue_family_ = 0;
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
+  bool recording_ = false;
+  uint32_t commands_ = 0;
+  std::unordered_map<std::string, Pipeline> pipelines_;
+  std::vector<VkDescriptorPool> desc_pools_;
+  size_t desc_pool_used_ = 0;  // index of the pool being filled
+  uint32_t desc_sets_in_pool_ = 0;
+  std::unordered_set<VkBuffer> written_, read_;  // since the last barrier
+
+  // Memory: a type for device buffers, whether it is host-visible (then buffers are mapped
+  // and the host copies directly), a host-visible type for staging otherwise.
+  uint32_t device_type_ = 0;
+  bool device_mapped_ = false;
+  uint32_t staging_type_ = 0;
+  uint64_t heap_size_ = 0;
+  Buffer staging_;
+  std::map<size_t, std::vector<Buffer>> free_;  // size class -> idle buffers
+  std::vector<Buffer> zombies_;                 // to destroy once the batch in flight has finished
+  size_t cached_bytes_ = 0;
+  Stats stats_;
+
+  // Profiling: a query pool of two timestamps per dispatch of one batch, the shader of each
+  // pair, and the totals.
+  VkQueryPool query_pool_ = VK_NULL_HANDLE;
+  bool profiling_ = false;
+  double timestamp_ns_ = 1.0;
+  std::vector<std::string> timed_;
+  std::map<std::string, ShaderTime> times_;
+  void collect_timestamps();
+};
+
+}  // namespace forge::vk

@@ -1,0 +1,277 @@
+// Every Backend kernel on Vulkan: shapes -> push constants and grid -> one recorded
+// dispatch (two for sumsq and layernorm_bwd). Semantics: the CPU backend's (src/backend/cpu).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "backend/vulkan/vulkan_backend.h"
+#include "forge/error.h"
+
+namespace forge::vk {
+namespace {
+
+const VkStorage& storage_of(const Tensor& t) {
+  const auto* s = dynamic_cast<const VkStorage*>(t.storage().get());
+  if (!s) throw Error(ErrorKind::Device, "vulkan: " + t.str() + " is not a Vulkan tensor");
+  return *s;
+}
+
+Arg in(const Tensor& t) { return {&storage_of(t), t.offset() * 4, t.nbytes(), false}; }
+Arg out(const Tensor& t) { return {&storage_of(t), t.offset() * 4, t.nbytes(), true}; }
+Arg whole(const VkStorage& s, bool write) { return {&s, 0, s.bytes(), write}; }
+
+uint32_t u(int64_t v) {
+  if (v < 0 || v > 0xFFFFFFFFll)
+    throw Error(ErrorKind::Unsupported,
+                "vulkan: size " + std::to_string(v) + " does not fit the kernels' 32-bit indices");
+  return static_cast<uint32_t>(v);
+}
+uint32_t f(float v) { return std::bit_cast<uint32_t>(v); }
+
+constexpr uint64_t kWidth = 256;  // invocations per workgroup of the 1-D and row shaders
+
+}  // namespace
+
+void VulkanBackend::run_1d(const char* shader, const std::vector<Arg>& args,
+                           const std::vector<uint32_t>& params, uint64_t n) {
+  if (n == 0) return;
+  uint32_t gx = 0, gy = 0;
+  ctx_->groups_1d((n + kWidth - 1) / kWidth, gx, gy);
+  ctx_->dispatch(shader, args, params, gx, gy);
+}
+
+void VulkanBackend::run_rows(const char* shader, const std::vector<Arg>& args,
+                             const std::vector<uint32_t>& params, uint64_t rows) {
+  if (rows == 0) return;
+  uint32_t gx = 0, gy = 0;
+  ctx_->groups_1d(rows, gx, gy);
+  ctx_->dispatch(shader, args, params, gx, gy);
+}
+
+// --- elementwise --------------------------------------------------------------------------
+
+void VulkanBackend::add(const Tensor& a, const Tensor& b, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  run_1d("add", {in(a), in(b), out(o)}, {u(a.numel()), u(b.numel())}, a.numel());
+}
+
+void VulkanBackend::scale(const Tensor& x, float s, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  run_1d("scale", {in(x), out(o)}, {u(x.numel()), f(s)}, x.numel());
+}
+
+void VulkanBackend::gelu(const Tensor& x, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  run_1d("gelu", {in(x), out(o)}, {u(x.numel())}, x.numel());
+}
+
+void VulkanBackend::gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  run_1d("gelu_bwd", {in(x), in(dy), out(dx)}, {u(x.numel())}, x.numel());
+}
+
+void VulkanBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float s,
+                            Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  run_1d("dropout", {in(x), out(o)},
+         {u(x.numel()), static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), threshold,
+          f(s)},
+         x.numel());
+}
+
+void VulkanBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+                          const AdamWParams& p) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  // The coefficients exactly as the CPU backend forms them (double, rounded once).
+  const double t = static_cast<double>(p.step);
+  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
+  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
+  const float decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
+  const float omb1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
+  const float omb2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
+  const float step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  run_1d("adamw", {out(param), in(grad), out(m), out(v)},
+         {u(param.numel()), f(decay), f(p.beta1), f(omb1), f(p.beta2), f(omb2), f(step_size),
+          f(bc2_sqrt), f(p.eps)},
+         param.numel());
+}
+
+void VulkanBackend::sumsq(const Tensor& x, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  // Pass 1: fixed chunks of 4096 elements, one workgroup each, into partials; pass 2: one
+  // workgroup adds the partials. Both in a fixed order: deterministic.
+  constexpr uint64_t kChunk = 4096;
+  const uint64_t n = static_cast<uint64_t>(x.numel());
+  const uint64_t groups = std::max<uint64_t>(1, (n + kChunk - 1) / kChunk);
+  auto partial = ctx_->scratch(groups * sizeof(float));
+  run_rows("sumsq_partial", {in(x), whole(*partial, true)}, {u(x.numel()), u(kChunk), 1}, groups);
+  run_rows("sumsq_partial", {whole(*partial, false), out(o)}, {u(groups), u(groups), 0}, 1);
+}
+
+// --- rows -----------------------------------------------------------------------------------
+
+void VulkanBackend::softmax(const Tensor& x, bool causal, int64_t offset, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t S = x.shape().cols(), R = x.shape().rows();
+  const int64_t T = causal ? x.dim(-2) : 1;
+  run_rows("softmax", {in(x), out(o)},
+           {u(R), u(S), causal ? 1u : 0u, u(T), u(std::clamp<int64_t>(offset, 0, S))}, R);
+}
+
+void VulkanBackend::softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t S = y.shape().cols(), R = y.shape().rows();
+  run_rows("softmax_bwd", {in(y), in(dy), out(dx)}, {u(R), u(S)}, R);
+}
+
+void VulkanBackend::layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                              Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t C = x.shape().cols(), R = x.shape().rows();
+  run_rows("layernorm", {in(x), in(gamma), in(beta), out(o)}, {u(R), u(C), f(eps)}, R);
+}
+
+void VulkanBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps,
+                                  Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t C = x.shape().cols(), R = x.shape().rows();
+  // Pass 1 (a workgroup per row): dx and the row's (mean, rstd); pass 2 (an invocation per
+  // column): dgamma, dbeta summed over rows in order.
+  auto stats = ctx_->scratch(static_cast<size_t>(std::max<int64_t>(R, 1)) * 2 * sizeof(float));
+  run_rows("layernorm_bwd_dx", {in(x), in(gamma), in(dy), out(dx), whole(*stats, true)},
+           {u(R), u(C), f(eps)}, R);
+  run_1d("layernorm_bwd_params", {in(x), in(dy), whole(*stats, false), out(dgamma), out(dbeta)},
+         {u(R), u(C)}, C);
+}
+
+void VulkanBackend::sum_rows(const Tensor& x, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t C = x.shape().cols(), R = x.shape().rows();
+  run_1d("sum_rows", {in(x), out(o)}, {u(R), u(C)}, C);
+}
+
+// --- index-driven ---------------------------------------------------------------------------
+
+void VulkanBackend::embedding(const Tensor& ids, const Tensor& table, int64_t row_begin,
+                              Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t C = table.dim(1), N = ids.numel();
+  run_1d("embedding", {in(ids), in(table), out(o)}, {u(N), u(C), u(table.dim(0)), u(row_begin)},
+         static_cast<uint64_t>(N * C));
+}
+
+void VulkanBackend::scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t C = src.shape().cols();
+  run_1d("scatter_add_rows", {in(ids), in(src), out(o)}, {u(ids.numel()), u(C)}, C);
+}
+
+void VulkanBackend::gather_nll(const Tensor& logits, const Tensor& targets, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t V = logits.shape().cols(), R = logits.shape().rows();
+  run_rows("cross_entropy", {in(logits), in(targets), out(o)}, {u(R), u(V), 0u, f(0.0f)}, R);
+}
+
+void VulkanBackend::ce_bwd(const Tensor& logits, const Tensor& targets, float s, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t V = logits.shape().cols(), R = logits.shape().rows();
+  run_rows("cross_entropy", {in(logits), in(targets), out(o)}, {u(R), u(V), 1u, f(s)}, R);
+}
+
+// --- head layouts ---------------------------------------------------------------------------
+
+void VulkanBackend::split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t T = o.dim(1), hd = o.dim(2), C = n_head * hd;
+  run_1d("heads", {in(qkv), out(o)}, {u(o.numel()), u(T), u(hd), u(n_head), u(3 * C), u(part * C)},
+         o.numel());
+}
+
+void VulkanBackend::unmerge_heads(const Tensor& x, int64_t n_head, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t T = o.dim(1), hd = o.dim(2), C = n_head * hd;
+  run_1d("heads", {in(x), out(o)}, {u(o.numel()), u(T), u(hd), u(n_head), u(C), 0u}, o.numel());
+}
+
+void VulkanBackend::merge_heads(const Tensor& x, int64_t n_head, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t T = x.dim(1), hd = x.dim(2);
+  run_1d("merge_heads", {in(x), in(x), in(x), out(o)}, {u(o.numel()), u(T), u(hd), u(n_head), 1u},
+         o.numel());
+}
+
+void VulkanBackend::unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                 int64_t n_head, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t T = dq.dim(1), hd = dq.dim(2);
+  run_1d("merge_heads", {in(dq), in(dk), in(dv), out(o)},
+         {u(o.numel()), u(T), u(hd), u(n_head), 3u}, o.numel());
+}
+
+void VulkanBackend::kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  run_1d("kv_append", {out(cache), in(x)},
+         {u(x.numel()), u(x.dim(1)), u(x.dim(2)), u(cache.dim(1)), u(pos)}, x.numel());
+}
+
+// --- matmul ---------------------------------------------------------------------------------
+
+void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& o,
+                         const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
+                         uint32_t batch, uint32_t M, uint32_t N) {
+  if (M == 0 || N == 0 || batch == 0) return;
+  const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
+  // M = 1 (a decode step): a matrix-vector kernel; otherwise 64x64 tiles.
+  const bool gemv = M == 1;
+  const char* shader = !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
+  const uint64_t cols_per_group = !gemv ? 64 : trans_b ? 8 : 32;
+  const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
+  const uint64_t tiles_m = (M + 63) / 64;
+  const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
+  // Grids beyond maxComputeWorkGroupCount go as several dispatches with base tiles.
+  for (uint64_t z0 = 0; z0 < batch; z0 += lim[2])
+    for (uint64_t y0 = 0; y0 < tiles_m; y0 += lim[1])
+      for (uint64_t x0 = 0; x0 < tiles_n; x0 += lim[0]) {
+        std::vector<uint32_t> params = dims;
+        params.push_back(flags);
+        params.push_back(f(alpha));
+        params.push_back(static_cast<uint32_t>(x0));
+        params.push_back(static_cast<uint32_t>(y0));
+        params.push_back(static_cast<uint32_t>(z0));
+        ctx_->dispatch(shader, {a, b, bias ? *bias : a, o}, params,
+                       static_cast<uint32_t>(std::min<uint64_t>(lim[0], tiles_n - x0)),
+                       static_cast<uint32_t>(std::min<uint64_t>(lim[1], tiles_m - y0)),
+                       static_cast<uint32_t>(std::min<uint64_t>(lim[2], batch - z0)));
+      }
+}
+
+void VulkanBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
+                           const MatmulSpec& spec, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t batch = o.rank() == 3 ? o.dim(0) : 1;
+  const int64_t M = o.dim(-2), N = o.dim(-1);
+  const int64_t K = spec.trans_a ? a.dim(-2) : a.dim(-1);
+  const int64_t stride_a = a.rank() == 3 ? a.dim(-2) * a.dim(-1) : 0;
+  // The batch stride of b is the full stored matrix even when b_rows cuts it.
+  const int64_t stride_b = b.rank() == 3 ? b.dim(-2) * b.dim(-1) : 0;
+  const Arg bias_arg = bias.defined() ? in(bias) : Arg{};
+  gemm(in(a), in(b), bias.defined() ? &bias_arg : nullptr, out(o),
+       {u(M), u(N), u(K), u(a.dim(-1)), u(b.dim(-1)), u(N), u(stride_a), u(stride_b), u(M * N)},
+       spec.trans_a, spec.trans_b, spec.alpha, u(batch), u(M), u(N));
+}
+
+void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,
+                                       int64_t col_begin, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t R = a.dim(0), K = a.dim(1), V = chunk.dim(0), ld = o.dim(-1);
+  // Bind out from column col_begin of row 0 on: element (r, j) is at r * ld + j.
+  Arg dst = out(o);
+  dst.offset += static_cast<size_t>(col_begin) * 4;
+  dst.bytes -= static_cast<size_t>(col_begin) * 4;
+  gemm(in(a), in(chunk), nullptr, dst, {u(R), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u}, false,
+       true, alpha, 1, u(R), u(V));
+}
+
+}  // namespace forge::vk

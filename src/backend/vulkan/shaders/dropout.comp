@@ -1,0 +1,26 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+// Inverted dropout with the counter-based mask of include/forge/ops.h (dropout_hash): kept
+// iff (hash >> 8) >= threshold. Indices fit in 32 bits (one binding), so the hash's
+// high-word term is 0 * 0x9E3779B9 = 0. Same integer ops as the CPU: bit-identical masks.
+layout(local_size_x = 256) in;
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) writeonly buffer O { float o[]; };
+layout(push_constant) uniform P { uint ox, oo, n, seed_lo, seed_hi, threshold; float scale; } p;
+uint mix32(uint v) {
+  v ^= v >> 16;
+  v *= 0x7feb352du;
+  v ^= v >> 15;
+  v *= 0x846ca68bu;
+  v ^= v >> 16;
+  return v;
+}
+void main() {
+  const uint i = flat_index();
+  if (i >= p.n) return;
+  const uint h = mix32(mix32(i ^ p.seed_lo) ^ p.seed_hi);
+  const float v = x[p.ox + i];
+  o[p.oo + i] = (h >> 8) >= p.threshold ? v * p.scale : 0.0;
+}

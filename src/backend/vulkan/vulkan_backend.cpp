@@ -1,0 +1,84 @@
+// The Vulkan backend's storage and transfers, and the registry of Vulkan devices.
+#include "backend/vulkan/vulkan_backend.h"
+
+#include <map>
+#include <mutex>
+
+#include "forge/error.h"
+
+namespace forge::vk {
+namespace {
+
+const VkStorage& vk_storage(const Storage& s, const char* what) {
+  const auto* v = dynamic_cast<const VkStorage*>(&s);
+  if (!v)
+    throw Error(ErrorKind::Device, std::string("vulkan: ") + what + ": storage on " +
+                                       s.device().str() + " is not a Vulkan buffer");
+  return *v;
+}
+
+}  // namespace
+
+VulkanBackend::VulkanBackend(int index)
+    : index_(index), ctx_(std::make_unique<Context>(index, Device::vulkan(index))) {}
+
+DeviceInfo VulkanBackend::info() const { return Instance::get().info(index_); }
+
+std::shared_ptr<Storage> VulkanBackend::allocate(size_t bytes) {
+  return ctx_->allocate(bytes, false);
+}
+
+std::shared_ptr<Storage> VulkanBackend::allocate_zeros(size_t bytes) {
+  return ctx_->allocate(bytes, true);
+}
+
+void VulkanBackend::write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) {
+  ctx_->write(vk_storage(dst, "write"), dst_offset, src, bytes);
+}
+
+void VulkanBackend::read(const Storage& src, size_t src_offset, void* dst, size_t bytes) {
+  ctx_->read(vk_storage(src, "read"), src_offset, dst, bytes);
+}
+
+void VulkanBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
+                         size_t bytes) {
+  ctx_->copy(vk_storage(src, "copy"), src_offset, vk_storage(dst, "copy"), dst_offset, bytes);
+}
+
+void VulkanBackend::synchronize() {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  ctx_->flush();
+}
+
+Backend& backend(int index) {
+  static std::mutex mutex;
+  // Backends live until exit (tensors in static storage may outlive any teardown order).
+  static auto* backends = new std::map<int, std::unique_ptr<VulkanBackend>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = backends->find(index);
+  if (it != backends->end()) return *it->second;
+  auto b = std::make_unique<VulkanBackend>(index);
+  return *backends->emplace(index, std::move(b)).first->second;
+}
+
+std::vector<DeviceInfo> device_infos() {
+  std::vector<DeviceInfo> out;
+  try {
+    const Instance& inst = Instance::get();
+    for (size_t i = 0; i < inst.devices().size(); ++i)
+      out.push_back(inst.info(static_cast<int>(i)));
+  } catch (const Error&) {
+    // No loader, driver or device: this build simply has no Vulkan device to list.
+  }
+  return out;
+}
+
+int default_index() {
+  try {
+    return Instance::get().default_index();
+  } catch (const Error&) {
+    return 0;  // using vulkan:0 will report the cause
+  }
+}
+
+}  // namespace forge::vk

@@ -1,0 +1,85 @@
+// The Vulkan backend: forge's kernels as GLSL compute shaders (src/backend/vulkan/shaders/)
+// on any Vulkan 1.1 device, lavapipe included. Kernels record dispatches into the
+// context's command buffer (see context.h); nothing runs until the host needs data.
+//   vulkan_backend.cpp   storage, transfers, device registry
+//   kernels.cpp          every Backend kernel: push constants, grid, shader
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/vulkan/context.h"
+#include "forge/backend.h"
+
+namespace forge::vk {
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(int index);
+  Context& context() { return *ctx_; }
+
+  DeviceInfo info() const override;
+  std::shared_ptr<Storage> allocate(size_t bytes) override;
+  std::shared_ptr<Storage> allocate_zeros(size_t bytes) override;
+  void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) override;
+  void read(const Storage& src, size_t src_offset, void* dst, size_t bytes) override;
+  void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
+            size_t bytes) override;
+  void synchronize() override;
+
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void gelu(const Tensor& x, Tensor& out) override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
+              Tensor& out) override;
+  void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) override;
+  void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                 Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out) override;
+  void matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha, int64_t col_begin,
+                          Tensor& out) override;
+  void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) override;
+  void merge_heads(const Tensor& x, int64_t n_head, Tensor& out) override;
+  void kv_append(Tensor& cache, const Tensor& x, int64_t pos) override;
+
+  void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) override;
+  void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) override;
+  void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps, Tensor& dx,
+                     Tensor& dgamma, Tensor& dbeta) override;
+  void sum_rows(const Tensor& x, Tensor& out) override;
+  void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) override;
+  void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) override;
+  void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out) override;
+  void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
+               Tensor& out) override;
+  void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head,
+                    Tensor& out) override;
+  void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out) override;
+  void sumsq(const Tensor& x, Tensor& out) override;
+  void scale(const Tensor& x, float s, Tensor& out) override;
+  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
+             const AdamWParams& p) override;
+
+ private:
+  /// n invocations of a 256-wide 1-D shader.
+  void run_1d(const char* shader, const std::vector<Arg>& args, const std::vector<uint32_t>& params,
+              uint64_t n);
+  /// One 256-wide workgroup per row.
+  void run_rows(const char* shader, const std::vector<Arg>& args,
+                const std::vector<uint32_t>& params, uint64_t rows);
+  void gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& out,
+            const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
+            uint32_t batch, uint32_t M, uint32_t N);
+
+  int index_;
+  std::unique_ptr<Context> ctx_;
+};
+
+/// The backend of vulkan:index, created on first use (Error(Backend) naming the cause if
+/// there is no such device).
+Backend& backend(int index);
+/// Every Vulkan device (empty when there is no loader, driver or device).
+std::vector<DeviceInfo> device_infos();
+/// "vulkan" without an index: first discrete GPU, else 0.
+int default_index();
+
+}  // namespace forge::vk
