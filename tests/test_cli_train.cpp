@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cli_runner.h"
+#include "forge/backend.h"
 #include "forge/gpt2.h"
 #include "forge/safetensors.h"
 
@@ -288,6 +289,61 @@ TEST_F(CliTrain, MicroBatchesGiveTheFullBatchLosses) {
                 1e-4 * a[i]["grad_norm"].get<double>())
         << i;
   }
+}
+
+/// "name dtype shape" of every tensor of a safetensors file, in the file's order.
+std::vector<std::string> tensor_layout(const fs::path& file) {
+  const forge::SafeTensorsFile f = forge::SafeTensorsFile::open(file.string());
+  std::vector<std::string> out;
+  for (const std::string& n : f.names())
+    out.push_back(n + " " + f.info(n).dtype + " " + f.info(n).shape.str());
+  return out;
+}
+
+std::set<std::string> file_names(const fs::path& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+// `forge train --device vulkan`: 20 steps with dropout give the CPU's losses within 1e-4
+// relative, and the checkpoint has the CPU run's format (files, tensor names, dtypes,
+// shapes), so a device run resumes on the CPU.
+TEST_F(CliTrain, VulkanRunMatchesTheCpuAndWritesTheSameCheckpoint) {
+  std::string vulkan;
+  for (const forge::DeviceInfo& d : forge::list_devices())
+    if (d.device.kind == forge::DeviceKind::Vulkan && vulkan.empty()) vulkan = d.device.str();
+  if (vulkan.empty()) GTEST_SKIP() << "no Vulkan device (or a build without FORGE_VULKAN)";
+  const fs::path cpu = fresh_dir("vk_cpu"), gpu = fresh_dir("vk_gpu");
+  // 20 steps of a 24-step schedule, so that both checkpoints can resume.
+  const std::string extra = "--dropout 0.1 --stop-after 20";
+  ASSERT_EQ(run_forge(tiny_args(cpu, extra, 24)).code, 0);
+  const CliResult r = run_forge(tiny_args(gpu, extra + " --device " + vulkan, 24));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto expect_close = [](const std::vector<json>& got, const std::vector<json>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double w = want[i]["loss"].get<double>();
+      EXPECT_NEAR(got[i]["loss"].get<double>(), w, 1e-4 * w) << "step " << i + 1;
+      if (want[i].contains("val_loss")) {
+        const double v = want[i]["val_loss"].get<double>();
+        ASSERT_TRUE(got[i].contains("val_loss")) << "step " << i + 1;
+        EXPECT_NEAR(got[i]["val_loss"].get<double>(), v, 1e-4 * v) << "step " << i + 1;
+      }
+    }
+  };
+  EXPECT_EQ(read_metrics(cpu).size(), 20u);
+  expect_close(read_metrics(gpu), read_metrics(cpu));
+  EXPECT_EQ(file_names(gpu), file_names(cpu));
+  for (const char* f : {"model.safetensors", "train_state.safetensors"})
+    EXPECT_EQ(tensor_layout(gpu / f), tensor_layout(cpu / f)) << f;
+  // The device's checkpoint goes on to step 24 on the CPU, like the CPU's own.
+  for (const fs::path& out : {cpu, gpu}) {
+    const CliResult more = run_forge("train --out " + out.string() + " --resume --threads 2");
+    ASSERT_EQ(more.code, 0) << more.err;
+  }
+  expect_close(read_metrics(gpu), read_metrics(cpu));
+  EXPECT_EQ(read_metrics(gpu).size(), 24u);
 }
 
 /// Starts forge with `args` in the background (stdout/stderr to files); returns its pid.

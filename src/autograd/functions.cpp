@@ -355,11 +355,25 @@ Var embedding_chunked(const Tensor& ids, const std::vector<Var>& chunks) {
       add_rows_into(bufs, starts, ids.to_vector<uint32_t>(), dy.reshape({ids.numel(), dy.dim(-1)}));
       return;
     }
-    // One scatter over the whole vocabulary, then each chunk takes its rows (free views).
-    const Tensor full = scatter_add_rows(ids, c.dy(), total);  // [V_total, C]
+    if (rows.size() == 1) {
+      if (c.needs(0)) c.give(0, scatter_add_rows(ids, c.dy(), total));  // [V, C]
+      return;
+    }
+    // A scatter per chunk into its own rows plus one spare row that takes the ids of other
+    // chunks (then dropped by a free view): never a [V_total, C] buffer, which is what the
+    // chunks exist to avoid (a GPU binding limit).
+    const std::vector<uint32_t> host = ids.to_vector<uint32_t>();
+    std::vector<uint32_t> local(host.size());
     int64_t begin = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (c.needs(i)) c.give(i, full.narrow_rows(begin, rows[i]));
+      if (c.needs(i)) {
+        const auto lo = static_cast<uint32_t>(begin), n = static_cast<uint32_t>(rows[i]);
+        for (size_t j = 0; j < host.size(); ++j)
+          local[j] = host[j] - lo < n ? host[j] - lo : n;  // unsigned: ids below lo wrap high
+        const Tensor part = scatter_add_rows(Tensor::from_vector(local, ids.shape(), ids.device()),
+                                             c.dy(), rows[i] + 1);  // [V_i + 1, C]
+        c.give(i, part.narrow_rows(0, rows[i]));
+      }
       begin += rows[i];
     }
   });

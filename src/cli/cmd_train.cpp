@@ -817,7 +817,7 @@ void register_train(CLI::App& app, Action& action) {
                   "time-limited jobs; continue with --resume)")
       ->check(int_in_range(1, big));
   cmd->add_flag("--resume", a->resume, "Continue the run in --out from its training state");
-  cmd->add_option("--device", a->device, "Device (cpu)")->capture_default_str();
+  cmd->add_option("--device", a->device, "Device (cpu, vulkan, vulkan:N)")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print the final summary as one JSON object on stdout");
   cmd->callback([&action, a, settings] {
     action = [a, settings]() -> int { return run_train(*a, *settings); };
