@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "forge/forge.h"
+#include "cli_runner.h"
 #include "forge/data.h"
 #include "forge/gpt2.h"
 #include "forge/train.h"
@@ -232,6 +233,24 @@ TEST_F(Vulkan, ValidationLayersReportNothing) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
   EXPECT_NE(log.find("validation layer enabled"), std::string::npos) << log;
   EXPECT_EQ(log.find("vulkan validation:"), std::string::npos) << log;
+}
+
+// `forge bench --preset ... --profile` on a GPU: per-kernel GPU time from timestamp queries,
+// for the prefill and per decode step, with each kernel's dispatches per pass.
+TEST_F(Vulkan, BenchProfileReportsGpuTimePerKernel) {
+  const CliResult r = run_forge("bench --preset tiny --device " + dev_.str() +
+                                " --prompt-tokens 8 --decode-tokens 2 --train-steps 0 --profile --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = parse_json(r);
+  // tiny: 2 layers of 6 matmuls in the prefill (qkv, q k^T, p v, c_proj, fc, fc_proj); a
+  // decode step's M = 1 products are GEMVs: 5 with b untransposed per layer (all but q k^T).
+  const auto& pre = j.at("prefill_profile_ms");
+  ASSERT_TRUE(pre.contains("matmul x12")) << pre.dump();
+  EXPECT_GT(pre.at("matmul x12").get<double>(), 0.0);
+  EXPECT_GT(pre.at("sum of ops").get<double>(), 0.0);
+  const auto& dec = j.at("decode_step_profile_ms");
+  EXPECT_TRUE(dec.contains("gemv_n x10")) << dec.dump();
+  EXPECT_TRUE(dec.contains("embedding x1")) << dec.dump();
 }
 
 // ---- GPT-2 end to end: the golden model (HF transformers) on the device vs the CPU -------

@@ -17,6 +17,13 @@
 
 namespace forge {
 
+/// GPU time of one kernel over a profiled span (Backend::kernel_times).
+struct KernelTime {
+  std::string kernel;      // the kernel (Vulkan: shader) name
+  uint64_t dispatches = 0;
+  double ms = 0.0;         // device time between the timestamps around each dispatch
+};
+
 /// What a device can do, for `forge devices` and for code that must split buffers.
 struct DeviceInfo {
   Device device;
@@ -48,6 +55,12 @@ class Backend {
                     size_t bytes) = 0;
   /// Waits until all queued work has finished (no-op on the CPU).
   virtual void synchronize() {}
+  /// Device-side timing (GPU timestamp queries), for `--profile`: set_profiling(true)
+  /// starts a fresh span; kernel_times() finishes the queued work and returns the span's
+  /// totals per kernel, slowest first. Backends without device timers throw
+  /// Error(Unsupported) (the CPU: time its ops on the host instead).
+  virtual void set_profiling(bool on);
+  virtual std::vector<KernelTime> kernel_times();
 
   // --- forward kernels (shapes as in ops.h; `out` is preallocated) ---
   /// a + b; b either matches a or is a row vector [C]. out may alias a.

@@ -11,6 +11,16 @@
 
 namespace forge {
 
+void Backend::set_profiling(bool) {
+  throw Error(ErrorKind::Unsupported,
+              "device " + info().device.str() + " has no device timers (profiling)");
+}
+
+std::vector<KernelTime> Backend::kernel_times() {
+  throw Error(ErrorKind::Unsupported,
+              "device " + info().device.str() + " has no device timers (profiling)");
+}
+
 Backend& backend_for(Device device) {
   switch (device.kind) {
     case DeviceKind::Cpu: {

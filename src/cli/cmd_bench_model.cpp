@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -191,6 +192,41 @@ std::vector<std::pair<std::string, double>> profile_step(const gpt2::Model& mode
   return out;
 }
 
+/// Device-side profile of a GPU model (timestamp queries around every dispatch): one
+/// prefill of `ids` and `steps` decode steps after it, each as (kernel xD, ms) with D its
+/// dispatches per pass and ms its GPU time per pass. Kernels sum to less than the measured
+/// time by the gaps between dispatches (barriers, the host recording and waiting).
+using Profile = std::vector<std::pair<std::string, double>>;
+
+Profile per_pass(const std::vector<KernelTime>& times, int64_t passes) {
+  Profile out;
+  for (const KernelTime& t : times) {
+    const double d = static_cast<double>(t.dispatches) / static_cast<double>(passes);
+    char label[96];
+    std::snprintf(label, sizeof label, "%s x%.4g", t.kernel.c_str(), d);
+    out.push_back({label, t.ms / static_cast<double>(passes)});
+  }
+  return out;
+}
+
+std::pair<Profile, Profile> profile_device(const gpt2::Model& model, gpt2::KVCache& cache,
+                                           const Tensor& ids, int64_t steps) {
+  Backend& be = backend_for(model.device());
+  cache.reset();
+  be.set_profiling(true);
+  Tensor logits = model.forward_cached(ids, cache);
+  logits.to_vector<float>();
+  const Profile prefill = per_pass(be.kernel_times(), 1);
+  be.set_profiling(true);  // a fresh span
+  for (int64_t i = 0; i < steps; ++i) {
+    logits = model.forward_cached(next_ids(logits), cache);
+    logits.to_vector<float>();
+  }
+  const Profile decode = steps > 0 ? per_pass(be.kernel_times(), steps) : Profile{};
+  be.set_profiling(false);
+  return {prefill, decode};
+}
+
 /// Training-step timing: a fresh model of `config` (training changes its weights), B x T
 /// random tokens per step.
 struct TrainBench {
@@ -302,14 +338,16 @@ int bench_model(const ModelBenchOptions& o) {
   const double step_ms = decoded ? median(steps) * 1e3 : 0.0;
   const double ratio = peak / (weight_bytes + kv_bytes);
   const int threads = num_threads();
-  std::vector<std::pair<std::string, double>> prof_prefill, prof_decode;
-  if (o.profile) {
+  Profile prof_prefill, prof_decode;
+  if (o.profile && device.kind == DeviceKind::Cpu) {
     prof_prefill = profile_step(model, B, P, 0);
     if (N > 0) prof_decode = profile_step(model, B, 1, P);
+  } else if (o.profile) {
+    std::tie(prof_prefill, prof_decode) = profile_device(model, cache, ids, N);
   }
   const bool trained = o.train_steps > 0;
   const TrainBench tb = trained ? bench_train(config, o, device) : TrainBench{};
-  auto prof_json = [](const std::vector<std::pair<std::string, double>>& p) {
+  auto prof_json = [](const Profile& p) {
     nlohmann::ordered_json j = nlohmann::ordered_json::object();
     double sum = 0;
     for (const auto& [name, ms] : p) {
@@ -366,15 +404,15 @@ int bench_model(const ModelBenchOptions& o) {
         "%d; peak RSS %.1f MiB)\n",
         static_cast<long long>(tb.batch), static_cast<long long>(tb.seq), tb.tok_s, tb.step_ms,
         o.train_steps, mib(tb.peak_rss));
-  auto print_profile = [](const char* what, double measured_ms,
-                          const std::vector<std::pair<std::string, double>>& p) {
-    std::printf("  %s, op by op (ms; measured step: %.2f ms):\n", what, measured_ms);
+  const char* by = device.kind == DeviceKind::Cpu ? "op by op" : "GPU time per kernel";
+  auto print_profile = [by](const char* what, double measured_ms, const Profile& p) {
+    std::printf("  %s, %s (ms; measured step: %.2f ms):\n", what, by, measured_ms);
     double sum = 0;
     for (const auto& [name, ms] : p) {
-      std::printf("    %-26s %9.3f  %5.1f%%\n", name.c_str(), ms, 100.0 * ms / measured_ms);
+      std::printf("    %-30s %9.3f  %5.1f%%\n", name.c_str(), ms, 100.0 * ms / measured_ms);
       sum += ms;
     }
-    std::printf("    %-26s %9.3f  %5.1f%%\n", "sum of ops", sum, 100.0 * sum / measured_ms);
+    std::printf("    %-30s %9.3f  %5.1f%%\n", "sum", sum, 100.0 * sum / measured_ms);
   };
   if (o.profile) {
     print_profile("prefill", prefill_s * 1e3, prof_prefill);

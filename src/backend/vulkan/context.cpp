@@ -387,7 +387,7 @@ void Context::set_profiling(bool on) {
     check(vkCreateQueryPool(dev_, &qi, nullptr, &query_pool_), "vkCreateQueryPool");
     timestamp_ns_ = limits_.timestampPeriod;
   }
-  if (on && !profiling_) times_.clear();
+  if (on) times_.clear();  // a fresh span
   profiling_ = on;
 }
 

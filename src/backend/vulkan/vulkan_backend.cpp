@@ -50,6 +50,14 @@ void VulkanBackend::synchronize() {
   ctx_->flush();
 }
 
+void VulkanBackend::set_profiling(bool on) { ctx_->set_profiling(on); }
+
+std::vector<KernelTime> VulkanBackend::kernel_times() {
+  std::vector<KernelTime> out;
+  for (const Context::ShaderTime& t : ctx_->profile()) out.push_back({t.shader, t.dispatches, t.ms});
+  return out;
+}
+
 Backend& backend(int index) {
   static std::mutex mutex;
   // Backends live until exit (tensors in static storage may outlive any teardown order).

@@ -26,6 +26,8 @@ class VulkanBackend final : public Backend {
   void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
             size_t bytes) override;
   void synchronize() override;
+  void set_profiling(bool on) override;
+  std::vector<KernelTime> kernel_times() override;
 
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gelu(const Tensor& x, Tensor& out) override;
