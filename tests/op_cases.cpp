@@ -227,6 +227,9 @@ struct MatmulCase {
   bool cut_b_rows = false;  // store 3 extra rows in b and pass b_rows to ignore them
   float alpha = 1.0f;
   int64_t B = 1, M = 1, K = 1, N = 1;
+  // Store this many extra rows in front of (unbatched) a and pass the view past them: a
+  // tensor at a nonzero element offset.
+  int64_t a_skip_rows = 0;
 };
 
 void add_matmul_case(Cases& cs, const MatmulCase& c) {
@@ -235,6 +238,8 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
   const int64_t used_rows = c.tb ? c.N : c.K;  // rows of stored b that take part
   const int64_t stored_rows = c.cut_b_rows ? used_rows + 3 : used_rows;
   Dims ashape = c.ta ? Dims{c.K, c.M} : Dims{c.M, c.K};
+  const int64_t a_skip = c.a_skip_rows, a_cols = ashape[1];
+  ashape[0] += a_skip;
   Dims bshape = c.tb ? Dims{stored_rows, c.K} : Dims{stored_rows, c.N};
   if (a_batched) ashape.insert(ashape.begin(), c.B);
   if (b_batched) bshape.insert(bshape.begin(), c.B);
@@ -245,6 +250,7 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
                         ",batch=" + kBatchNames[static_cast<int>(c.batch)];
   if (c.cut_b_rows) variant += ",b_rows=" + std::to_string(used_rows);
   if (c.alpha != 1.0f) variant += ",alpha=" + num(c.alpha);
+  if (a_skip > 0) variant += ",a_view=" + std::to_string(a_skip);
   std::string shape =
       "m=" + std::to_string(c.M) + ",k=" + std::to_string(c.K) + ",n=" + std::to_string(c.N);
   if (a_batched || b_batched) shape += ",B=" + std::to_string(c.B);
@@ -276,13 +282,16 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
         if (bias) in.push_back(F(r, {N}));
         return in;
       },
-      [spec, bias](const std::vector<Tensor>& t) {
-        return Outputs{host(matmul(t[0], t[1], spec, bias ? t[2] : Tensor()))};
+      [spec, bias, a_skip](const std::vector<Tensor>& t) {
+        const Tensor a = a_skip > 0 ? t[0].narrow_rows(a_skip, t[0].dim(0) - a_skip) : t[0];
+        return Outputs{host(matmul(a, t[1], spec, bias ? t[2] : Tensor()))};
       },
-      [d, bias](const Inputs& x) {
+      [d, bias, a_skip, a_cols](const Inputs& x) {
+        Vec a = W(x[0]);
+        a.erase(a.begin(), a.begin() + a_skip * a_cols);
         Vec mag;
         Expected e;
-        e.value = ref::matmul(W(x[0]), W(x[1]), bias ? W(x[2]) : Vec{}, d, &mag);
+        e.value = ref::matmul(a, W(x[1]), bias ? W(x[2]) : Vec{}, d, &mag);
         for (double s : mag) e.tol.push_back(reduction_tol(kFwdTol, s));
         return Exp{e};
       });
@@ -310,32 +319,60 @@ void add_matmul(Cases& cs) {
               add_matmul_case(cs, c);
             }
 
-  // Awkward shapes (GEMV m = 1, dimensions 1, 17, 33, 785, tails of every register block),
-  // each with all four transpose combinations; the other flags rotate so that every flag
-  // meets every shape family somewhere.
+  // Shape lists, each shape with all four transpose combinations; the other flags rotate
+  // (starting at `phase`) so that every flag meets every shape family somewhere.
   struct Mkn {
     int64_t m, k, n;
   };
-  const std::vector<Mkn> shapes = {{1, 785, 17},  {33, 785, 17}, {17, 33, 1},   {1, 1, 1},
-                                   {33, 17, 785}, {1, 17, 33},   {65, 130, 97}, {128, 256, 64},
-                                   {3, 1, 33},    {2, 33, 17},   {4, 64, 33},   {7, 5, 40}};
-  for (size_t s = 0; s < shapes.size(); ++s)
-    for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb) {
-        const size_t k = s + static_cast<size_t>(2 * ta + tb);
-        MatmulCase c;
-        c.ta = ta;
-        c.tb = tb;
-        c.bias = k % 2 == 0;
-        c.batch = static_cast<Batch>(k % 4);
-        c.cut_b_rows = (k / 2) % 2 == 1;
-        c.alpha = k % 3 == 0 ? 0.5f : 1.0f;
-        c.B = 2;
-        c.M = shapes[s].m;
-        c.K = shapes[s].k;
-        c.N = shapes[s].n;
-        add_matmul_case(cs, c);
-      }
+  auto add_rotating = [&cs](const std::vector<Mkn>& shapes, size_t phase, float alpha) {
+    for (size_t s = 0; s < shapes.size(); ++s)
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          const size_t k = phase + s + static_cast<size_t>(2 * ta + tb);
+          MatmulCase c;
+          c.ta = ta;
+          c.tb = tb;
+          c.bias = k % 2 == 0;
+          c.batch = static_cast<Batch>(k % 4);
+          c.cut_b_rows = (k / 2) % 2 == 1;
+          c.alpha = k % 3 == 0 ? alpha : 1.0f;
+          c.B = 2;
+          c.M = shapes[s].m;
+          c.K = shapes[s].k;
+          c.N = shapes[s].n;
+          add_matmul_case(cs, c);
+        }
+  };
+  // Awkward shapes (GEMV m = 1, dimensions 1, 17, 33, 785, tails of every register block).
+  add_rotating({{1, 785, 17},
+                {33, 785, 17},
+                {17, 33, 1},
+                {1, 1, 1},
+                {33, 17, 785},
+                {1, 17, 33},
+                {65, 130, 97},
+                {128, 256, 64},
+                {3, 1, 33},
+                {2, 33, 17},
+                {4, 64, 33},
+                {7, 5, 40}},
+               0, 0.5f);
+  // The 128x128 kernel of GPUs (Vulkan's matmul_big: M, N >= 128 and K >= 64): edge tiles in
+  // m, n and k (k not a multiple of its step 8 or of 4), whole tiles, and shapes whose rows
+  // are multiples of 4 elements (vec4 loads and stores) next to ones that are not (scalar).
+  add_rotating({{130, 67, 257}, {256, 64, 128}, {129, 100, 131}, {200, 72, 144}}, 1, -0.75f);
+  // Views at an offset into a: 1 row of 72 (aligned, vec4) or 67 (scalar) elements in.
+  for (const Mkn& s : std::vector<Mkn>{{136, 72, 132}, {130, 67, 129}})
+    for (int ta = 0; ta < 2; ++ta) {
+      MatmulCase c;
+      c.ta = ta;
+      c.bias = true;
+      c.M = s.m;
+      c.K = s.k;
+      c.N = s.n;
+      c.a_skip_rows = 1;
+      add_matmul_case(cs, c);
+    }
 
   // GPT-2 shapes: the tied LM head over the full vocabulary (a few rows), and attention
   // against a KV cache [h, cap=32, hd] of which 17 rows are filled.
@@ -600,6 +637,10 @@ void add_embedding(Cases& cs) {
       {{2, 3, 33}, {17, 17}, 0.125f},
       {{5, 1}, {7, 1}, -2.0f},
       {{1, 64}, {16384, 16384, 16384, 1105}, 1.0f},
+      // Large enough for the GPUs' 128x128 kernel: chunks written at column offsets 128 (of
+      // rows of 260: vec4 stores) and 129 (of rows of 329: scalar stores).
+      {{130, 64}, {128, 132}, 1.0f},
+      {{2, 65, 67}, {129, 200}, 0.5f},
   };
   for (const HeadCase& c : heads) {
     const Dims ad = c.a;

@@ -133,6 +133,52 @@ TEST(Cli, BenchBatchedTransposedA) {
   check_matmul_report(parse_json(r), 5, 9, 7, 3);
 }
 
+/// The name of the first Vulkan device `forge devices --json` lists ("" when none).
+std::string first_vulkan_device() {
+  const CliResult r = run_forge("devices --json");
+  if (r.code != 0) return "";
+  const json j = parse_json(r);  // named: a range-for over a temporary's member dangles
+  for (const json& d : j.at("devices")) {
+    const std::string name = d.at("device");
+    if (name.rfind("vulkan:", 0) == 0) return name;
+  }
+  return "";
+}
+
+TEST(Cli, BenchMatmulOnVulkan) {
+  const std::string dev = first_vulkan_device();
+  if (dev.empty()) GTEST_SKIP() << "no Vulkan device (or a build without the Vulkan backend)";
+  const CliResult r =
+      run_forge("bench --op matmul --device vulkan --m 70 --n 90 --k 33 --repeat 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = parse_json(r);
+  check_matmul_report(j, 70, 90, 33, 1);
+  EXPECT_EQ(j.at("device").get<std::string>().rfind("vulkan:", 0), 0u) << j.at("device");
+  EXPECT_TRUE(std::isfinite(j.at("gflops").get<double>()));
+  // No OpenBLAS off the CPU; instead the device's result against forge's CPU one.
+  EXPECT_TRUE(j.at("openblas_gflops").is_null());
+  EXPECT_TRUE(j.at("max_abs_diff_vs_openblas").is_null());
+  EXPECT_LT(j.at("max_abs_diff_vs_cpu").get<double>(), 1e-3);
+}
+
+TEST(Cli, BenchMatmulOnVulkanText) {
+  const std::string dev = first_vulkan_device();
+  if (dev.empty()) GTEST_SKIP() << "no Vulkan device (or a build without the Vulkan backend)";
+  const CliResult r = run_forge("bench --op matmul --device " + dev +
+                                " --m 130 --n 129 --k 64 --trans-b --repeat 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("on " + dev), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("from forge on the CPU"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BenchMatmulOnTheCpuNamesIt) {
+  const CliResult r = run_forge("bench --op matmul --device cpu --m 4 --n 4 --k 4 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = parse_json(r);
+  EXPECT_EQ(j.at("device"), "cpu");
+  EXPECT_TRUE(j.at("max_abs_diff_vs_cpu").is_null());
+}
+
 TEST(Cli, BenchTextReport) {
   const CliResult r = run_forge("bench --op matmul --m 8 --n 8 --k 8 --repeat 2");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -193,6 +239,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "excludes"},
         BadCase{"PresetWithMatmulSize", "bench --preset gpt2 --m 4", "", "excludes"},
         BadCase{"UnknownOp", "bench --op conv --m 4 --n 4 --k 4", "", "conv"},
+        BadCase{"UnparsableDevice", "bench --op matmul --m 4 --n 4 --k 4 --device gpu", "", "gpu"},
+        BadCase{"AbsentVulkanDevice", "bench --op matmul --m 4 --n 4 --k 4 --device vulkan:99", "",
+                "vulkan"},
+        BadCase{"CudaDevice", "bench --op matmul --m 4 --n 4 --k 4 --device cuda", "", "cuda"},
         BadCase{"DevicesExtraArgument", "devices extra"}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.name); });
 

@@ -1,5 +1,6 @@
-// forge bench: times one op (--op matmul) on random inputs, side by side with OpenBLAS when
-// the build has it, or a whole random-init model (--preset, see cmd_bench_model.cpp).
+// forge bench: times one op (--op matmul) on random inputs on any device (on the CPU side by
+// side with OpenBLAS when the build has it; elsewhere checked against forge's CPU result), or
+// a whole random-init model (--preset, see cmd_bench_model.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +35,7 @@ struct MatmulBenchOptions {
   int64_t batch = 1;
   int repeat = 10;
   bool json = false;
+  std::string device = "cpu";
 };
 
 struct BenchArgs {
@@ -59,25 +61,29 @@ void fill_random(Tensor& t, uint64_t seed) {
 
 using Clock = std::chrono::steady_clock;
 
-/// Seconds per call of fn, averaged over `calls` back-to-back calls.
-double seconds_per_call(const std::function<void()>& fn, int64_t calls) {
+/// Seconds per call of fn, averaged over `calls` back-to-back calls and one `sync` after them
+/// (a GPU backend only records the calls: sync waits until the device has run them).
+double seconds_per_call(const std::function<void()>& fn, int64_t calls,
+                        const std::function<void()>& sync) {
   const auto t0 = Clock::now();
   for (int64_t i = 0; i < calls; ++i) fn();
+  if (sync) sync();
   return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(calls);
 }
 
 /// Warm-up, then the median over `repeat` samples of the time per call. A sample repeats
 /// the call until it lasts >= 2 ms, so that tiny shapes are not lost in timer noise.
-double median_seconds(const std::function<void()>& fn, int repeat) {
-  // The first call pays page faults, pool wake-up and lazily built tables; the second one
-  // estimates the steady cost.
-  seconds_per_call(fn, 1);
-  const double estimate = std::max(seconds_per_call(fn, 1), 1e-9);
+double median_seconds(const std::function<void()>& fn, int repeat,
+                      const std::function<void()>& sync = {}) {
+  // The first call pays page faults, pool wake-up, lazily built tables (and pipelines); the
+  // second one estimates the steady cost.
+  seconds_per_call(fn, 1, sync);
+  const double estimate = std::max(seconds_per_call(fn, 1, sync), 1e-9);
   const int64_t inner =
       std::clamp<int64_t>(static_cast<int64_t>(std::ceil(2e-3 / estimate)), 1, int64_t{1} << 20);
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(repeat));
-  for (int r = 0; r < repeat; ++r) samples.push_back(seconds_per_call(fn, inner));
+  for (int r = 0; r < repeat; ++r) samples.push_back(seconds_per_call(fn, inner, sync));
   std::sort(samples.begin(), samples.end());
   const size_t mid = samples.size() / 2;
   return samples.size() % 2 ? samples[mid] : 0.5 * (samples[mid - 1] + samples[mid]);
@@ -89,34 +95,45 @@ std::string shape_text(int64_t batch, int64_t rows, int64_t cols) {
   return s + std::to_string(rows) + ", " + std::to_string(cols) + "]";
 }
 
-/// Refuses shapes whose buffers would not fit comfortably in memory, before allocating.
-void check_fits_in_memory(const MatmulBenchOptions& o) {
+/// Refuses shapes whose buffers would not fit comfortably in the memory of `device` (the host
+/// holds the same buffers either way), before allocating.
+void check_fits_in_memory(const MatmulBenchOptions& o, Device device) {
   // long double: m*k*batch can exceed int64 for absurd inputs; this is an estimate only.
   const long double b = static_cast<long double>(o.batch);
   const long double m = static_cast<long double>(o.m);
   const long double n = static_cast<long double>(o.n);
   const long double k = static_cast<long double>(o.k);
   // a, b, and up to three outputs alive at once: forge's previous and current result (the
-  // loop reassigns) and the OpenBLAS one.
+  // loop reassigns) and the OpenBLAS (or CPU reference) one.
   const long double bytes = 4.0L * b * (m * k + k * n + 3.0L * m * n);
-  const uint64_t memory = backend_for(Device::cpu()).info().memory_bytes;
-  const long double limit = memory ? static_cast<long double>(memory) / 2.0L : 4.0L * (1ULL << 30);
-  if (bytes > limit) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "matmul m=%lld n=%lld k=%lld batch=%lld needs %.1Lf GiB of buffers, more "
-                  "than half of this machine's %.1f GiB of memory",
-                  static_cast<long long>(o.m), static_cast<long long>(o.n),
-                  static_cast<long long>(o.k), static_cast<long long>(o.batch),
-                  bytes / (1ULL << 30), static_cast<double>(memory) / (1ULL << 30));
-    fail(ErrorKind::Range, buf);
+  for (Device d : {Device::cpu(), device}) {
+    const uint64_t memory = backend_for(d).info().memory_bytes;
+    const long double limit =
+        memory ? static_cast<long double>(memory) / 2.0L : 4.0L * (1ULL << 30);
+    if (bytes > limit) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "matmul m=%lld n=%lld k=%lld batch=%lld needs %.1Lf GiB of buffers, more "
+                    "than half of the %.1f GiB of memory of %s",
+                    static_cast<long long>(o.m), static_cast<long long>(o.n),
+                    static_cast<long long>(o.k), static_cast<long long>(o.batch),
+                    bytes / (1ULL << 30), static_cast<double>(memory) / (1ULL << 30),
+                    d.str().c_str());
+      fail(ErrorKind::Range, buf);
+    }
   }
 }
+
+// Off the CPU, the result is compared with forge's CPU matmul up to this many multiply-adds
+// (1024^3: a fraction of a second on a few cores); beyond, the check is skipped (JSON null).
+constexpr double kMaxCheckedMacs = static_cast<double>(int64_t{1} << 30);
 
 int run_matmul_bench(const MatmulBenchOptions& o) {
   if (o.m <= 0 || o.n <= 0 || o.k <= 0)
     fail(ErrorKind::Format, "--op matmul needs --m, --n and --k (each >= 1)");
-  check_fits_in_memory(o);
+  const Device device = Device::parse(o.device);
+  const bool on_cpu = device == Device::cpu();
+  check_fits_in_memory(o, device);
 
   // a: [B, M, K] (trans_a: [B, K, M]); b: [B, K, N] (trans_b: [B, N, K]); no batch dim when
   // B = 1. Both operands batched is the attention pattern; a shared b is just a larger M.
@@ -132,8 +149,13 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   spec.trans_b = o.trans_b;
 
   const int threads = num_threads();
+  // Inputs go to the device once; off the CPU each sample waits for the device at its end.
+  const Tensor da = on_cpu ? a : a.to(device), db = on_cpu ? b : b.to(device);
+  Backend& backend = backend_for(device);
+  std::function<void()> sync;
+  if (!on_cpu) sync = [&backend] { backend.synchronize(); };
   Tensor out;
-  const double sec = median_seconds([&] { out = matmul(a, b, spec); }, o.repeat);
+  const double sec = median_seconds([&] { out = matmul(da, db, spec); }, o.repeat, sync);
   const double flops = 2.0 * static_cast<double>(o.batch) * static_cast<double>(o.m) *
                        static_cast<double>(o.n) * static_cast<double>(o.k);
   const double gflops = flops / sec * 1e-9;
@@ -141,30 +163,42 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   std::optional<double> gbps;
   if (o.m == 1) gbps = static_cast<double>(b.nbytes()) / sec * 1e-9;
 
+  // Largest |difference| from OpenBLAS (on the CPU) or from forge's CPU result (elsewhere).
   std::optional<double> blas_sec, blas_gflops, max_diff;
+  const double macs = flops / 2.0;
+  if (!on_cpu && macs <= kMaxCheckedMacs) {
+    const std::vector<float> got = out.to_vector<float>();
+    const std::vector<float> want = matmul(a, b, spec).to_vector<float>();
+    double diff = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
+    max_diff = diff;
+  }
 #ifdef FORGE_HAVE_OPENBLAS
-  openblas_set_num_threads(threads);
-  std::vector<float> c(static_cast<size_t>(out.numel()));
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  const int M = static_cast<int>(o.m), N = static_cast<int>(o.n), K = static_cast<int>(o.k);
-  const int64_t a_stride = o.m * o.k, b_stride = o.k * o.n, c_stride = o.m * o.n;
-  blas_sec = median_seconds(
-      [&] {
-        for (int64_t i = 0; i < o.batch; ++i)
-          cblas_sgemm(CblasRowMajor, o.trans_a ? CblasTrans : CblasNoTrans,
-                      o.trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, pa + i * a_stride,
-                      o.trans_a ? M : K, pb + i * b_stride, o.trans_b ? K : N, 0.0f,
-                      c.data() + i * c_stride, N);
-      },
-      o.repeat);
-  blas_gflops = flops / *blas_sec * 1e-9;
-  // A cheap sanity check that both computed the same product.
-  const float* po = out.data<float>();
-  double diff = 0;
-  for (size_t i = 0; i < c.size(); ++i)
-    diff = std::max(diff, static_cast<double>(std::fabs(po[i] - c[i])));
-  max_diff = diff;
+  if (on_cpu) {
+    openblas_set_num_threads(threads);
+    std::vector<float> c(static_cast<size_t>(out.numel()));
+    const float* pa = a.data<float>();
+    const float* pb = b.data<float>();
+    const int M = static_cast<int>(o.m), N = static_cast<int>(o.n), K = static_cast<int>(o.k);
+    const int64_t a_stride = o.m * o.k, b_stride = o.k * o.n, c_stride = o.m * o.n;
+    blas_sec = median_seconds(
+        [&] {
+          for (int64_t i = 0; i < o.batch; ++i)
+            cblas_sgemm(CblasRowMajor, o.trans_a ? CblasTrans : CblasNoTrans,
+                        o.trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, pa + i * a_stride,
+                        o.trans_a ? M : K, pb + i * b_stride, o.trans_b ? K : N, 0.0f,
+                        c.data() + i * c_stride, N);
+        },
+        o.repeat);
+    blas_gflops = flops / *blas_sec * 1e-9;
+    // A cheap sanity check that both computed the same product.
+    const float* po = out.data<float>();
+    double diff = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(po[i] - c[i])));
+    max_diff = diff;
+  }
 #endif
 
   if (o.json) {
@@ -173,6 +207,7 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     };
     nlohmann::ordered_json j = {
         {"op", "matmul"},
+        {"device", device.str()},
         {"m", o.m},
         {"n", o.n},
         {"k", o.k},
@@ -189,15 +224,17 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
         {"openblas_gflops", opt(blas_gflops)},
         {"ratio_vs_openblas", blas_gflops ? nlohmann::ordered_json(gflops / *blas_gflops)
                                           : nlohmann::ordered_json(nullptr)},
-        {"max_abs_diff_vs_openblas", opt(max_diff)}};
+        {"max_abs_diff_vs_openblas", on_cpu ? opt(max_diff) : nlohmann::ordered_json(nullptr)},
+        {"max_abs_diff_vs_cpu", on_cpu ? nlohmann::ordered_json(nullptr) : opt(max_diff)}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("matmul a %s%s @ b %s%s, %d thread%s, median of %d\n",
+  std::printf("matmul a %s%s @ b %s%s on %s, %d thread%s, median of %d\n",
               shape_text(o.batch, o.trans_a ? o.k : o.m, o.trans_a ? o.m : o.k).c_str(),
               o.trans_a ? "^T" : "",
               shape_text(o.batch, o.trans_b ? o.n : o.k, o.trans_b ? o.k : o.n).c_str(),
-              o.trans_b ? "^T" : "", threads, threads == 1 ? "" : "s", o.repeat);
+              o.trans_b ? "^T" : "", device.str().c_str(), threads, threads == 1 ? "" : "s",
+              o.repeat);
   std::printf("  forge     %10.4f ms  %8.1f GFLOP/s", sec * 1e3, gflops);
   if (gbps) std::printf("  %6.1f GB/s of b", *gbps);
   std::printf("\n");
@@ -207,6 +244,11 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
       std::printf("  %6.1f GB/s of b", static_cast<double>(b.nbytes()) / *blas_sec * 1e-9);
     std::printf("\n  forge / openblas = %.2fx   (max |difference| %.3g)\n", gflops / *blas_gflops,
                 *max_diff);
+  } else if (!on_cpu) {
+    if (max_diff)
+      std::printf("  max |difference| from forge on the CPU: %.3g\n", *max_diff);
+    else
+      std::printf("  (over 2^30 multiply-adds: not checked against the CPU)\n");
   } else {
     std::printf("  (built without OpenBLAS: no side-by-side figure)\n");
   }
@@ -254,8 +296,6 @@ void register_bench(CLI::App& app, Action& action) {
       cmd->add_option("--decode-tokens", po.decode_tokens, "preset: tokens to decode")
           ->check(int_in_range(0, 1 << 20))
           ->capture_default_str(),
-      cmd->add_option("--device", po.device, "preset: device (cpu, vulkan, vulkan:N)")
-          ->capture_default_str(),
       cmd->add_flag("--profile", po.profile, "preset: also time each op of a step"),
       cmd->add_option("--train-batch", po.train_batch, "preset: sequences per training step")
           ->check(int_in_range(1, 1 << 16))
@@ -276,6 +316,8 @@ void register_bench(CLI::App& app, Action& action) {
       ->check(int_in_range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--json", mo.json, "Print one JSON object instead of text");
+  cmd->add_option("--device", po.device, "Device to run on (cpu, vulkan, vulkan:N)")
+      ->capture_default_str();
 
   cmd->callback([&action, args] {
     action = [args]() -> int {
@@ -288,7 +330,9 @@ void register_bench(CLI::App& app, Action& action) {
         options.json = args->matmul.json;
         return bench_model(options);
       }
-      return run_matmul_bench(args->matmul);
+      MatmulBenchOptions options = args->matmul;
+      options.device = args->model.device;
+      return run_matmul_bench(options);
     };
   });
 }

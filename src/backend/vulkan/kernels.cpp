@@ -218,18 +218,44 @@ void VulkanBackend::kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
 
 // --- matmul ---------------------------------------------------------------------------------
 
+namespace {
+
+// Whether a kernel may read or write `x` as vec4s, given the row pitch `ld` and the batch
+// stride (elements) it steps by: Context::dispatch binds at the offset rounded down to `align`
+// and pushes the rest as an element offset, so both parts must be 16-byte aligned.
+bool vec4_ok(const Arg& x, uint64_t align, uint32_t ld, uint32_t stride) {
+  const uint64_t base = x.offset / align * align;
+  return base % 16 == 0 && (x.offset - base) % 16 == 0 && ld % 4 == 0 && stride % 4 == 0;
+}
+
+}  // namespace
+
 void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& o,
                          const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
                          uint32_t batch, uint32_t M, uint32_t N) {
   if (M == 0 || N == 0 || batch == 0) return;
-  const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
-  // M = 1 (a decode step): a matrix-vector kernel; otherwise 64x64 tiles.
-  const bool gemv = M == 1;
-  const char* shader = !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
-  const uint64_t cols_per_group = !gemv ? 64 : trans_b ? 8 : 32;
-  const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
-  const uint64_t tiles_m = (M + 63) / 64;
+  uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
   const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
+  // M = 1 (a decode step): a matrix-vector kernel. Otherwise tiles: 128x128 (matmul_big) once
+  // both sides fill at least one such tile and K is long enough to amortize its prologue
+  // (K >= 64), else 64x64 (matmul: 4x more workgroups for small or skinny outputs, e.g.
+  // attention's [T, T] @ [T, 64]). matmul_big's 16 KiB of shared memory fits every device
+  // (Vulkan's minimum maxComputeSharedMemorySize).
+  const uint32_t K = dims[2];
+  const bool gemv = M == 1;
+  const bool big = !gemv && M >= 128 && N >= 128 && K >= 64;
+  const char* shader = big ? "matmul_big" : !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
+  const uint64_t cols_per_group = big ? 128 : !gemv ? 64 : trans_b ? 8 : 32;
+  const uint64_t rows_per_group = big ? 128 : 64;
+  if (big) {
+    // dims: M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c.
+    const uint64_t align = std::max<uint64_t>(ctx_->limits().minStorageBufferOffsetAlignment, 4);
+    if (vec4_ok(a, align, dims[3], dims[6])) flags |= 8u;
+    if (vec4_ok(b, align, dims[4], dims[7])) flags |= 16u;
+    if (vec4_ok(o, align, dims[5], dims[8])) flags |= 32u;
+  }
+  const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
+  const uint64_t tiles_m = (M + rows_per_group - 1) / rows_per_group;
   // Grids beyond maxComputeWorkGroupCount go as several dispatches with base tiles.
   for (uint64_t z0 = 0; z0 < batch; z0 += lim[2])
     for (uint64_t y0 = 0; y0 < tiles_m; y0 += lim[1])
