@@ -62,6 +62,11 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
 
 /// Row gather: out[..., :] = table[ids[...], :]. ids: U32 of any shape; table: [V, C];
 /// out: ids.shape + [C]. Error(Range) if any id >= V.
+///
+/// Ids and targets of the index ops (embedding, embedding_chunked, scatter_add_rows,
+/// gather_nll, ce_bwd) may stay on the CPU when the data is on a GPU: they are range-checked
+/// on the host and uploaded with the recorded work, where ids already on a GPU must be read
+/// back (a wait for all queued work) to be checked.
 Tensor embedding(const Tensor& ids, const Tensor& table);
 
 /// The same gather over a table split into row chunks (chunk i holds the rows after those

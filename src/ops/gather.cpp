@@ -13,9 +13,14 @@ using namespace ops_detail;
 
 namespace {
 
-// Every element of `ids` (U32) is < limit; names the first offender otherwise.
-void check_ids_below(const char* op, const char* name, const Tensor& ids, int64_t limit,
-                     const char* limit_name) {
+// Every element of `ids` (U32) is < limit; names the first offender otherwise. Returns the
+// ids on `device`: host ids are checked where they are and uploaded (no readback); ids on a
+// GPU are read back to be checked. Error(Device) for ids on another GPU.
+Tensor checked_ids_on(const char* op, const char* name, const Tensor& ids, int64_t limit,
+                      const char* limit_name, Device device) {
+  if (ids.device() != device && ids.device() != Device::cpu())
+    fail(ErrorKind::Device, op,
+         std::string(name) + "s are on " + ids.device().str() + ", the data on " + device.str());
   const std::vector<uint32_t> v = ids.to_vector<uint32_t>();
   for (size_t i = 0; i < v.size(); ++i) {
     if (static_cast<int64_t>(v[i]) >= limit)
@@ -23,6 +28,7 @@ void check_ids_below(const char* op, const char* name, const Tensor& ids, int64_
            std::string(name) + " " + std::to_string(v[i]) + " at index " + std::to_string(i) +
                " is out of range for " + limit_name + " " + std::to_string(limit));
   }
+  return ids.device() == device ? ids : Tensor::from_vector(v, ids.shape(), device);
 }
 
 // out shape = ids.shape + [C].
@@ -32,36 +38,35 @@ Shape gathered_shape(const char* op, const Tensor& ids, int64_t C) {
   return Shape::checked(dims, op);
 }
 
-// logits [..., V] with N rows and targets with N elements, every target < V.
-void check_logits_targets(const char* op, const Tensor& logits, const Tensor& targets) {
+// logits [..., V] with N rows and targets with N elements, every target < V; returns the
+// targets on the logits' device.
+Tensor check_logits_targets(const char* op, const Tensor& logits, const Tensor& targets) {
   check_f32(op, "logits", logits);
   check_u32(op, "targets", targets);
-  same_device(op, {&logits, &targets});
   check_min_rank(op, "logits", logits, 1);
   if (targets.numel() != logits.shape().rows())
     fail(ErrorKind::Shape, op,
          "targets " + targets.shape().str() + " must hold one target per row of logits " +
              logits.shape().str() + " (" + std::to_string(logits.shape().rows()) + " rows)");
-  check_ids_below(op, "target", targets, logits.dim(-1), "vocab size");
+  return checked_ids_on(op, "target", targets, logits.dim(-1), "vocab size", logits.device());
 }
 
 }  // namespace
 
-Tensor embedding(const Tensor& ids, const Tensor& table) {
+Tensor embedding(const Tensor& ids_in, const Tensor& table) {
   const char* op = "embedding";
-  check_u32(op, "ids", ids);
+  check_u32(op, "ids", ids_in);
   check_f32(op, "table", table);
-  Backend& be = same_device(op, {&ids, &table});
   check_rank(op, "table", table, 2, 2);
-  check_ids_below(op, "id", ids, table.dim(0), "table rows");
-  Tensor out = Tensor::empty(gathered_shape(op, ids, table.dim(1)), DType::F32, ids.device());
-  if (out.numel() > 0) be.embedding(ids, table, 0, out);
+  const Tensor ids = checked_ids_on(op, "id", ids_in, table.dim(0), "table rows", table.device());
+  Tensor out = Tensor::empty(gathered_shape(op, ids, table.dim(1)), DType::F32, table.device());
+  if (out.numel() > 0) backend_for(table.device()).embedding(ids, table, 0, out);
   return out;
 }
 
-Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks) {
+Tensor embedding_chunked(const Tensor& ids_in, const std::vector<Tensor>& chunks) {
   const char* op = "embedding_chunked";
-  check_u32(op, "ids", ids);
+  check_u32(op, "ids", ids_in);
   if (chunks.empty()) fail(ErrorKind::Shape, op, "no chunks");
   int64_t total_rows = 0;
   int64_t C = 0;
@@ -69,7 +74,7 @@ Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks) {
     const Tensor& c = chunks[i];
     const std::string name = "chunk " + std::to_string(i);
     check_f32(op, name.c_str(), c);
-    same_device(op, {&ids, &c});
+    same_device(op, {&chunks[0], &c});
     check_rank(op, name.c_str(), c, 2, 2);
     if (i == 0) C = c.dim(1);
     if (c.dim(1) != C)
@@ -78,9 +83,10 @@ Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks) {
                ", chunk 0 has " + std::to_string(C));
     total_rows += c.dim(0);
   }
-  check_ids_below(op, "id", ids, total_rows, "total table rows");
-  Backend& be = backend_for(ids.device());
-  Tensor out = Tensor::empty(gathered_shape(op, ids, C), DType::F32, ids.device());
+  const Device dev = chunks[0].device();
+  const Tensor ids = checked_ids_on(op, "id", ids_in, total_rows, "total table rows", dev);
+  Backend& be = backend_for(dev);
+  Tensor out = Tensor::empty(gathered_shape(op, ids, C), DType::F32, dev);
   // Each id falls into exactly one chunk, so every row of out is written exactly once.
   int64_t row_begin = 0;
   for (const Tensor& c : chunks) {
@@ -94,7 +100,6 @@ Tensor scatter_add_rows(const Tensor& ids, const Tensor& src, int64_t num_rows) 
   const char* op = "scatter_add_rows";
   check_u32(op, "ids", ids);
   check_f32(op, "src", src);
-  Backend& be = same_device(op, {&ids, &src});
   check_min_rank(op, "src", src, 1);
   if (src.shape().rows() != ids.numel())
     fail(ErrorKind::Shape, op,
@@ -105,25 +110,26 @@ Tensor scatter_add_rows(const Tensor& ids, const Tensor& src, int64_t num_rows) 
   constexpr int64_t kMaxRows = int64_t{1} << 32;
   if (num_rows < 0 || num_rows > kMaxRows)
     fail(ErrorKind::Range, op, "num_rows " + std::to_string(num_rows) + " outside [0, 2^32]");
-  check_ids_below(op, "id", ids, num_rows, "num_rows");
+  const Tensor dev_ids = checked_ids_on(op, "id", ids, num_rows, "num_rows", src.device());
   Tensor out = Tensor::zeros(Shape::checked({num_rows, src.dim(-1)}, op), DType::F32, src.device());
-  if (src.numel() > 0 && out.numel() > 0) be.scatter_add_rows(ids, src, out);
+  if (src.numel() > 0 && out.numel() > 0)
+    backend_for(src.device()).scatter_add_rows(dev_ids, src, out);
   return out;
 }
 
 Tensor gather_nll(const Tensor& logits, const Tensor& targets) {
   const char* op = "gather_nll";
-  check_logits_targets(op, logits, targets);
+  const Tensor tg = check_logits_targets(op, logits, targets);
   Tensor out = Tensor::empty({logits.shape().rows()}, DType::F32, logits.device());
-  if (out.numel() > 0) backend_for(logits.device()).gather_nll(logits, targets, out);
+  if (out.numel() > 0) backend_for(logits.device()).gather_nll(logits, tg, out);
   return out;
 }
 
 Tensor ce_bwd(const Tensor& logits, const Tensor& targets, float scale) {
   const char* op = "ce_bwd";
-  check_logits_targets(op, logits, targets);
+  const Tensor tg = check_logits_targets(op, logits, targets);
   Tensor out = Tensor::empty(logits.shape(), DType::F32, logits.device());
-  if (out.numel() > 0) backend_for(logits.device()).ce_bwd(logits, targets, scale, out);
+  if (out.numel() > 0) backend_for(logits.device()).ce_bwd(logits, tg, scale, out);
   return out;
 }
 

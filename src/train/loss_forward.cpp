@@ -126,9 +126,10 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
     fail(fn, ErrorKind::Shape,
          "targets " + targets.shape().str() + " must have the inputs' shape " +
              inputs.shape().str());
-  if (inputs.device() != model.device() || targets.device() != model.device())
-    fail(fn, ErrorKind::Device,
-         "inputs and targets must be on the model's device " + model.device().str());
+  for (const Tensor* t : {&inputs, &targets})
+    if (t->device() != model.device() && t->device() != Device::cpu())
+      fail(fn, ErrorKind::Device,
+           "inputs and targets must be on the CPU or the model's device " + model.device().str());
 
   const int64_t B = inputs.dim(0), T = inputs.dim(1);
   const int64_t C = c.n_embd, H = c.n_head, hd = c.head_dim();
@@ -147,7 +148,7 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
   std::vector<uint32_t> pos(static_cast<size_t>(B * T));
   for (size_t i = 0; i < pos.size(); ++i)
     pos[i] = static_cast<uint32_t>(i % static_cast<size_t>(T));
-  const Tensor pos_ids = Tensor::from_vector(pos, {B, T}, model.device());
+  const Tensor pos_ids = Tensor::from_vector(pos, {B, T});  // host ids: see ops.h
   const ag::Var tok =
       n_wte == 1 ? ag::embedding(inputs, wte[0]) : ag::embedding_chunked(inputs, wte);
   ag::Var x = ag::add(ag::reshape(tok, {B * T, C}),

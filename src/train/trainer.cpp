@@ -34,12 +34,6 @@ void check_batch(const char* fn, const data::Batch& b, size_t index) {
              b.inputs.shape().str());
 }
 
-/// The batch on `dev`: host batches (the samplers') are uploaded for a GPU model.
-data::Batch on_device(const data::Batch& b, Device dev) {
-  if (b.inputs.device() == dev && b.targets.device() == dev) return b;
-  return {b.inputs.to(dev), b.targets.to(dev)};
-}
-
 /// Rows of hidden states scored per LM-head call in evaluate(): bounds the logits buffer
 /// to rows x V floats (256 x 50257 x 4 B = 51 MB) whatever the batch.
 constexpr int64_t kEvalRows = 256;
@@ -89,7 +83,9 @@ StepStats Trainer::step(const std::vector<data::Batch>& micro_batches) {
   ag::zero_grad(s.params);
   double loss_sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    const data::Batch b = on_device(micro_batches[static_cast<size_t>(i)], dev);
+    // Host batches (the samplers') go to a GPU model as they are: the index ops check ids
+    // on the host and upload them, so a step waits for the device only at loss.item().
+    const data::Batch& b = micro_batches[static_cast<size_t>(i)];
     ag::Tape tape;
     const ag::Var loss =
         loss_forward(tape, *s.model, s.params, b.inputs, b.targets, s.hyper.dropout,
@@ -131,8 +127,8 @@ double Trainer::evaluate(const std::vector<data::Batch>& batches) const {
   double total = 0.0;
   int64_t count = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
-    check_batch(fn, batches[i], i);
-    const data::Batch b = on_device(batches[i], s.model->device());
+    const data::Batch& b = batches[i];
+    check_batch(fn, b, i);
     const int64_t N = b.inputs.numel();
     const Tensor h = s.model->hidden(b.inputs).reshape({N, s.model->config().n_embd});
     const Tensor tg = b.targets.reshape({N});

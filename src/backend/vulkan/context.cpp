@@ -94,8 +94,11 @@ Context::Context(int index, Device device) : device_(device) {
 
   // Memory types. Device buffers: device-local; when a device-local type is also
   // host-visible and coherent and its heap is as large as the largest device-local heap
-  // (lavapipe, integrated GPUs, resizable BAR), map buffers and copy directly; otherwise
-  // keep them device-only and go through a staging buffer.
+  // (lavapipe, integrated GPUs), map buffers and copy directly; otherwise keep them
+  // device-only and go through a staging buffer. Not on a discrete GPU even with resizable
+  // BAR: host reads of its memory cross PCIe uncached (~11 ms for GPT-2's 200 KB of logits
+  // per token on an H200), where a recorded copy into cached staging memory costs ~10 us.
+  const bool discrete = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
   uint64_t largest_local = 0;
   for (uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)
@@ -111,7 +114,8 @@ Context::Context(int index, Device device) : device_(device) {
   for (uint32_t t = 0; t < mem_props_.memoryTypeCount; ++t) {
     const bool is_local = flags(t) & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
     if (is_local && local < 0) local = static_cast<int>(t);
-    if (is_local && (flags(t) & host) == host && heap(t) >= largest_local && mapped < 0)
+    if (is_local && !discrete && (flags(t) & host) == host && heap(t) >= largest_local &&
+        mapped < 0)
       mapped = static_cast<int>(t);
     if ((flags(t) & host) == host &&
         (staging < 0 || (flags(t) & VK_MEMORY_PROPERTY_HOST_CACHED_BIT)))

@@ -70,7 +70,9 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
     fail(fn, ErrorKind::Range,
          "context overflow: " + std::to_string(pos + T) + " positions exceed n_ctx = " +
              std::to_string(c.n_ctx) + " (truncate the input or evaluate in windows)");
-  const Tensor ids = ids_checked.device() == device_ ? ids_checked : ids_checked.to(device_);
+  // Host ids stay on the host: the embedding op uploads them with the recorded work (ids on
+  // a GPU would be read back to be range-checked: a wait per token).
+  const Tensor& ids = ids_checked;
   const Weights& w = weights_;
 
   // x: [B, T, C] = token embedding + position embedding (rows pos..pos+T of wpe, added per
