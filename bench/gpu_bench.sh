@@ -1,25 +1,36 @@
 #!/bin/bash
 # forge's Vulkan figures next to the PyTorch CUDA peer, in one call on the GPU machine:
-#   bench/gpu_bench.sh [BUILD_DIR]       (default build; the binary must have FORGE_VULKAN)
-# 1. matmul 4096^3 on the device; 2. GPT-2 124M prefill of 1024 tokens; 3. batch-1 decode
-# of 256 tokens after a 128-token prompt (2 and 3 with GPU time per kernel); 4. training
-# steps of 16 x 1024 tokens; 5. bench/pytorch_cuda_gpt2.py (HF transformers, fp32, TF32 off)
-# for the same figures. Prints each tool's JSON, labelled.
+#   bench/gpu_bench.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, /tmp/forge-gpu-bench)
+# Each tool's JSON goes to OUT_DIR; a summary is printed:
+#   matmul   forge bench --op matmul on the device: 4096^3 and GPT-2 124M's training shapes
+#   gpt2     forge bench --preset gpt2 (random init): prefill of 1024 tokens; batch-1 decode
+#            of 256 tokens after 128; training steps of 16 x 1024 tokens; each with --profile
+#            (GPU time per kernel)
+#   pytorch  bench/pytorch_cuda_gpt2.py: HF transformers, CUDA, fp32 (TF32 off), same figures
 set -euo pipefail
 BUILD=${1:-build}
+OUT=${2:-/tmp/forge-gpu-bench}
 F="$BUILD/forge"
 DEV=${FORGE_DEVICE:-vulkan}
-echo "== forge devices"; "$F" devices
-echo "== forge matmul 4096^3"
-"$F" bench --op matmul --device "$DEV" --m 4096 --n 4096 --k 4096 --repeat 10 --json || true
-echo "== forge prefill 1024"
+mkdir -p "$OUT"
+"$F" devices > "$OUT/devices.txt"
+field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(*[j[k] for k in sys.argv[2:]])" "$@"; }
+for s in "4096 4096 4096" "16384 2304 768" "16384 768 3072" "16384 3072 768 --trans-b" \
+         "768 3072 16384 --trans-a" "16384 50257 768 --trans-b"; do
+  set -- $s
+  name="matmul_$1x$2x$3${4:-}"
+  "$F" bench --op matmul --device "$DEV" --m "$1" --n "$2" --k "$3" ${4:-} --repeat 5 --json \
+    > "$OUT/$name.json"
+  echo "forge $name: $(field "$OUT/$name.json" ms gflops) (ms, GFLOP/s)"
+done
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1024 --decode-tokens 0 --train-steps 0 \
-  --profile --json
-echo "== forge decode 256 after 128 (profiled)"
+  --profile --json > "$OUT/prefill.json"
+echo "forge prefill 1024: $(field "$OUT/prefill.json" prefill_ms prefill_tok_s) (ms, tok/s)"
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 128 --decode-tokens 256 --train-steps 0 \
-  --profile --json
-echo "== forge train 16 x 1024"
+  --profile --json > "$OUT/decode.json"
+echo "forge decode: $(field "$OUT/decode.json" decode_tok_s decode_step_ms_median) (tok/s, ms)"
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1 --decode-tokens 0 --train-batch 16 \
-  --train-seq 1024 --train-steps 3 --json
-echo "== pytorch (HF transformers, CUDA fp32)"
-python3 "$(dirname "$0")/pytorch_cuda_gpt2.py"
+  --train-seq 1024 --train-steps 3 --profile --json > "$OUT/train.json"
+echo "forge train 16x1024: $(field "$OUT/train.json" train_tok_s train_step_ms) (tok/s, ms)"
+python3 "$(dirname "$0")/pytorch_cuda_gpt2.py" > "$OUT/pytorch.json"
+echo "pytorch: $(cat "$OUT/pytorch.json" | tr -d '\n ')"

@@ -236,10 +236,10 @@ TEST_F(Vulkan, ValidationLayersReportNothing) {
 }
 
 // `forge bench --preset ... --profile` on a GPU: per-kernel GPU time from timestamp queries,
-// for the prefill and per decode step, with each kernel's dispatches per pass.
+// for the prefill, per decode step and per training step, with each kernel's dispatches.
 TEST_F(Vulkan, BenchProfileReportsGpuTimePerKernel) {
   const CliResult r = run_forge("bench --preset tiny --device " + dev_.str() +
-                                " --prompt-tokens 8 --decode-tokens 2 --train-steps 0 --profile --json");
+                                " --prompt-tokens 8 --decode-tokens 2 --train-steps 1 --profile --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = parse_json(r);
   // tiny: 2 layers of 6 matmuls in the prefill (qkv, q k^T, p v, c_proj, fc, fc_proj); a
@@ -251,6 +251,9 @@ TEST_F(Vulkan, BenchProfileReportsGpuTimePerKernel) {
   const auto& dec = j.at("decode_step_profile_ms");
   EXPECT_TRUE(dec.contains("gemv_n x10")) << dec.dump();
   EXPECT_TRUE(dec.contains("embedding x1")) << dec.dump();
+  // A training step: one AdamW dispatch per parameter tensor (28 in tiny, wte tied).
+  const auto& train = j.at("train_step_profile_ms");
+  EXPECT_TRUE(train.contains("adamw x28")) << train.dump();
 }
 
 // ---- GPT-2 end to end: the golden model (HF transformers) on the device vs the CPU -------

@@ -232,6 +232,7 @@ std::pair<Profile, Profile> profile_device(const gpt2::Model& model, gpt2::KVCac
 struct TrainBench {
   int64_t batch = 0, seq = 0;
   double step_ms = 0, tok_s = 0, peak_rss = 0;
+  Profile profile;  // GPU time per kernel of one more step (--profile on a GPU)
 };
 
 TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, Device device) {
@@ -266,6 +267,13 @@ TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, D
   }
   r.step_ms = median(t) * 1e3;
   r.tok_s = static_cast<double>(r.batch * r.seq) / median(t);
+  if (o.profile && device.kind != DeviceKind::Cpu) {
+    Backend& be = backend_for(device);
+    be.set_profiling(true);
+    trainer.step(batch);
+    r.profile = per_pass(be.kernel_times(), 1);
+    be.set_profiling(false);
+  }
   r.peak_rss = peak_rss_bytes();
   return r;
 }
@@ -384,6 +392,7 @@ int bench_model(const ModelBenchOptions& o) {
     if (o.profile) {
       j["prefill_profile_ms"] = prof_json(prof_prefill);
       if (N > 0) j["decode_step_profile_ms"] = prof_json(prof_decode);
+      if (!tb.profile.empty()) j["train_step_profile_ms"] = prof_json(tb.profile);
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -417,6 +426,7 @@ int bench_model(const ModelBenchOptions& o) {
   if (o.profile) {
     print_profile("prefill", prefill_s * 1e3, prof_prefill);
     if (N > 0) print_profile("decode step", step_ms, prof_decode);
+    if (!tb.profile.empty()) print_profile("training step", tb.step_ms, tb.profile);
   }
   return 0;
 }

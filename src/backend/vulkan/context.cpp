@@ -99,6 +99,7 @@ Context::Context(int index, Device device) : device_(device) {
   // BAR: host reads of its memory cross PCIe uncached (~11 ms for GPT-2's 200 KB of logits
   // per token on an H200), where a recorded copy into cached staging memory costs ~10 us.
   const bool discrete = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  cpu_device_ = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
   uint64_t largest_local = 0;
   for (uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)

@@ -218,44 +218,50 @@ void VulkanBackend::kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
 
 // --- matmul ---------------------------------------------------------------------------------
 
-namespace {
-
-// Whether a kernel may read or write `x` as vec4s, given the row pitch `ld` and the batch
-// stride (elements) it steps by: Context::dispatch binds at the offset rounded down to `align`
-// and pushes the rest as an element offset, so both parts must be 16-byte aligned.
-bool vec4_ok(const Arg& x, uint64_t align, uint32_t ld, uint32_t stride) {
-  const uint64_t base = x.offset / align * align;
-  return base % 16 == 0 && (x.offset - base) % 16 == 0 && ld % 4 == 0 && stride % 4 == 0;
-}
-
-}  // namespace
-
 void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& o,
                          const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
                          uint32_t batch, uint32_t M, uint32_t N) {
   if (M == 0 || N == 0 || batch == 0) return;
-  uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
+  const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
   const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
-  // M = 1 (a decode step): a matrix-vector kernel. Otherwise tiles: 128x128 (matmul_big) once
-  // both sides fill at least one such tile and K is long enough to amortize its prologue
-  // (K >= 64), else 64x64 (matmul: 4x more workgroups for small or skinny outputs, e.g.
-  // attention's [T, T] @ [T, 64]). matmul_big's 16 KiB of shared memory fits every device
-  // (Vulkan's minimum maxComputeSharedMemorySize).
+  // M = 1 (a decode step): a matrix-vector kernel. Otherwise 128x128 tiles (matmul_big,
+  // 8x8 outputs per invocation) when both sides fill a tile, K >= 64 amortizes the
+  // prologue, and on a GPU they make >= 256 workgroups (enough to fill a large GPU twice
+  // over; H200: 132 SMs); else 64x64 tiles (matmul: 4x the workgroups for small or skinny
+  // outputs, e.g. prefill's [1024, 768] @ [768, 768] or attention's [T, T] @ [T, 64]). On a
+  // CPU device (lavapipe) a few threads run the workgroups one after another: the larger
+  // tile is always better there. Both kernels fit the 16 KiB of shared memory every device
+  // has.
   const uint32_t K = dims[2];
   const bool gemv = M == 1;
-  const bool big = !gemv && M >= 128 && N >= 128 && K >= 64;
+  const uint64_t big_groups = static_cast<uint64_t>(batch) * ((M + 127) / 128) * ((N + 127) / 128);
+  const bool big = M >= 128 && N >= 128 && K >= 64 && (big_groups >= 256 || ctx_->cpu_device());
   const char* shader = big ? "matmul_big" : !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
   const uint64_t cols_per_group = big ? 128 : !gemv ? 64 : trans_b ? 8 : 32;
   const uint64_t rows_per_group = big ? 128 : 64;
-  if (big) {
-    // dims: M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c.
-    const uint64_t align = std::max<uint64_t>(ctx_->limits().minStorageBufferOffsetAlignment, 4);
-    if (vec4_ok(a, align, dims[3], dims[6])) flags |= 8u;
-    if (vec4_ok(b, align, dims[4], dims[7])) flags |= 16u;
-    if (vec4_ok(o, align, dims[5], dims[8])) flags |= 32u;
-  }
   const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
   const uint64_t tiles_m = (M + rows_per_group - 1) / rows_per_group;
+  if (gemv && !trans_b) {
+    // Split k over workgroups when the columns alone give too few to fill a GPU (~512
+    // wanted), at least 64 k per split; the partial sums are then added in order.
+    const uint64_t want = (512 + tiles_n * batch - 1) / (tiles_n * batch);
+    const uint64_t splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 64), 1, lim[1]);
+    if (splits > 1 && tiles_n <= lim[0] && batch <= lim[2]) {
+      const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
+      const uint64_t s = (K + k_split - 1) / k_split;  // splits actually used
+      auto part = ctx_->scratch(batch * s * N * sizeof(float));
+      std::vector<uint32_t> params = dims;
+      params.insert(params.end(), {flags | 64u, f(alpha), 0u, 0u, 0u, k_split});
+      ctx_->dispatch(shader, {a, b, bias ? *bias : a, whole(*part, true)}, params,
+                     static_cast<uint32_t>(tiles_n), static_cast<uint32_t>(s),
+                     static_cast<uint32_t>(batch));
+      run_1d("gemv_reduce", {whole(*part, false), bias ? *bias : a, o},
+             {u(static_cast<int64_t>(batch) * N), N, static_cast<uint32_t>(s), dims[8],
+              bias ? 1u : 0u, f(alpha)},
+             static_cast<uint64_t>(batch) * N);
+      return;
+    }
+  }
   // Grids beyond maxComputeWorkGroupCount go as several dispatches with base tiles.
   for (uint64_t z0 = 0; z0 < batch; z0 += lim[2])
     for (uint64_t y0 = 0; y0 < tiles_m; y0 += lim[1])
@@ -266,6 +272,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
         params.push_back(static_cast<uint32_t>(x0));
         params.push_back(static_cast<uint32_t>(y0));
         params.push_back(static_cast<uint32_t>(z0));
+        params.push_back(0u);  // k_split: gemv_n's whole-k mode
         ctx_->dispatch(shader, {a, b, bias ? *bias : a, o}, params,
                        static_cast<uint32_t>(std::min<uint64_t>(lim[0], tiles_n - x0)),
                        static_cast<uint32_t>(std::min<uint64_t>(lim[1], tiles_m - y0)),
