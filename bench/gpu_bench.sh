@@ -15,6 +15,8 @@ DEV=${FORGE_DEVICE:-vulkan}
 mkdir -p "$OUT"
 "$F" devices > "$OUT/devices.txt"
 field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(*[j[k] for k in sys.argv[2:]])" "$@"; }
+# The 8 kernels with the most GPU time of a profile (ms per pass).
+top() { python3 -c "import json,sys; p=json.load(open(sys.argv[1]))[sys.argv[2]]; print('  ', {k: round(v, 3) for k, v in list(p.items())[:8]}, 'sum', round(p['sum of ops'], 3))" "$@"; }
 for s in "4096 4096 4096" "16384 2304 768" "16384 768 3072" "16384 3072 768 --trans-b" \
          "768 3072 16384 --trans-a" "16384 50257 768 --trans-b"; do
   set -- $s
@@ -26,11 +28,14 @@ done
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1024 --decode-tokens 0 --train-steps 0 \
   --profile --json > "$OUT/prefill.json"
 echo "forge prefill 1024: $(field "$OUT/prefill.json" prefill_ms prefill_tok_s) (ms, tok/s)"
+top "$OUT/prefill.json" prefill_profile_ms
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 128 --decode-tokens 256 --train-steps 0 \
   --profile --json > "$OUT/decode.json"
 echo "forge decode: $(field "$OUT/decode.json" decode_tok_s decode_step_ms_median) (tok/s, ms)"
+top "$OUT/decode.json" decode_step_profile_ms
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1 --decode-tokens 0 --train-batch 16 \
   --train-seq 1024 --train-steps 3 --profile --json > "$OUT/train.json"
 echo "forge train 16x1024: $(field "$OUT/train.json" train_tok_s train_step_ms) (tok/s, ms)"
+top "$OUT/train.json" train_step_profile_ms
 python3 "$(dirname "$0")/pytorch_cuda_gpt2.py" > "$OUT/pytorch.json"
 echo "pytorch: $(cat "$OUT/pytorch.json" | tr -d '\n ')"

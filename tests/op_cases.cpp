@@ -504,6 +504,7 @@ void add_layernorm(Cases& cs) {
   const std::vector<LnCase> list = {
       {{3, 1}},      {{1, 17}},    {{5, 17}},        {{7, 33}}, {{3, 785}},
       {{2, 3, 768}}, {{2, 50257}}, {{5, 33}, 1e-3f}, {{17}},    {{3, 785}, 1e-5f, 50.0f},
+      {{300, 33}},  // 300 rows: the parameter pass sums 5 blocks of 64 rows
   };
   for (const LnCase& c : list) {
     const Dims d = c.dims;

@@ -16,7 +16,7 @@ namespace {
 // bound (a long host loop of ops with no readback).
 constexpr uint32_t kMaxBatchCommands = 4096;
 constexpr uint32_t kSetsPerPool = 512;
-constexpr uint32_t kMaxBindings = 5;
+constexpr uint32_t kMaxBindings = 4;  // maxPerStageDescriptorStorageBuffers every device has
 constexpr uint32_t kPushBytes = 128;  // the minimum every device supports
 // Waiting longer than this for one batch means the device is stuck: report, do not hang.
 constexpr uint64_t kFenceTimeoutNs = 600ull * 1000 * 1000 * 1000;
@@ -99,7 +99,6 @@ Context::Context(int index, Device device) : device_(device) {
   // BAR: host reads of its memory cross PCIe uncached (~11 ms for GPT-2's 200 KB of logits
   // per token on an H200), where a recorded copy into cached staging memory costs ~10 us.
   const bool discrete = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
-  cpu_device_ = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
   uint64_t largest_local = 0;
   for (uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)

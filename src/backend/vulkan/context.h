@@ -106,8 +106,6 @@ class Context {
   const VkPhysicalDeviceLimits& limits() const { return limits_; }
   Device device() const { return device_; }
   const std::string& name() const { return name_; }
-  /// A Vulkan implementation running on the CPU (lavapipe, SwiftShader).
-  bool cpu_device() const { return cpu_device_; }
 
   // --- memory (memory.cpp) ---
   std::shared_ptr<Storage> allocate(size_t bytes, bool zero);
@@ -171,7 +169,6 @@ class Context {
   std::recursive_mutex mutex_;
   Device device_;
   std::string name_;
-  bool cpu_device_ = false;
   VkPhysicalDevice phys_ = VK_NULL_HANDLE;
   VkPhysicalDeviceLimits limits_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};

@@ -137,19 +137,51 @@ void VulkanBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Te
                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t C = x.shape().cols(), R = x.shape().rows();
-  // Pass 1 (a workgroup per row): dx and the row's (mean, rstd); pass 2 (an invocation per
-  // column): dgamma, dbeta summed over rows in order.
-  auto stats = ctx_->scratch(static_cast<size_t>(std::max<int64_t>(R, 1)) * 2 * sizeof(float));
-  run_rows("layernorm_bwd_dx", {in(x), in(gamma), in(dy), out(dx), whole(*stats, true)},
-           {u(R), u(C), f(eps)}, R);
-  run_1d("layernorm_bwd_params", {in(x), in(dy), whole(*stats, false), out(dgamma), out(dbeta)},
-         {u(R), u(C)}, C);
+  // 1. (mean, rstd) per row and 2. dx, both a workgroup per row (one shader in two modes);
+  // 3. dgamma and dbeta partial sums per block of rows, 4. the blocks' sums in order.
+  const uint64_t rows = static_cast<uint64_t>(std::max<int64_t>(R, 1));
+  auto stats = ctx_->scratch(rows * 2 * sizeof(float));
+  run_rows("layernorm_bwd_dx", {in(x), in(gamma), in(dy), whole(*stats, true)},
+           {u(R), u(C), f(eps), 1u}, R);
+  run_rows("layernorm_bwd_dx", {in(x), in(gamma), in(dy), out(dx)}, {u(R), u(C), f(eps), 0u}, R);
+  const uint64_t block = block_rows(static_cast<uint64_t>(R));
+  // At least one block: with no rows it writes the zeros dgamma and dbeta must hold.
+  const uint64_t blocks = std::max<uint64_t>(1, (static_cast<uint64_t>(R) + block - 1) / block);
+  auto part = ctx_->scratch(2 * blocks * static_cast<uint64_t>(C) * sizeof(float));
+  ctx_->dispatch("layernorm_bwd_params",
+                 {in(x), in(dy), whole(*stats, false), whole(*part, true)},
+                 {u(R), u(C), u(static_cast<int64_t>(block))}, u((C + 255) / 256),
+                 static_cast<uint32_t>(blocks));
+  const size_t half = blocks * static_cast<uint64_t>(C) * sizeof(float);
+  column_sums({part.get(), 0, half, false}, out(dgamma), blocks, static_cast<uint64_t>(C));
+  column_sums({part.get(), half, half, false}, out(dbeta), blocks, static_cast<uint64_t>(C));
 }
 
 void VulkanBackend::sum_rows(const Tensor& x, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t C = x.shape().cols(), R = x.shape().rows();
-  run_1d("sum_rows", {in(x), out(o)}, {u(R), u(C)}, C);
+  column_sums(in(x), out(o), static_cast<uint64_t>(R), static_cast<uint64_t>(C));
+}
+
+void VulkanBackend::column_sums(const Arg& x, const Arg& o, uint64_t R, uint64_t C) {
+  const uint32_t gx = u(static_cast<int64_t>((C + 255) / 256));
+  const uint64_t block = block_rows(R);
+  const uint64_t blocks = (R + block - 1) / block;
+  if (blocks <= 1) {
+    ctx_->dispatch("sum_rows", {x, o}, {u(R), u(C), u(R)}, gx, 1);
+    return;
+  }
+  auto part = ctx_->scratch(blocks * C * sizeof(float));
+  ctx_->dispatch("sum_rows", {x, whole(*part, true)}, {u(R), u(C), u(block)}, gx,
+                 static_cast<uint32_t>(blocks));
+  ctx_->dispatch("sum_rows", {whole(*part, false), o}, {u(blocks), u(C), u(blocks)}, gx, 1);
+}
+
+uint64_t VulkanBackend::block_rows(uint64_t R) const {
+  // 64 rows per block (a training batch's 16384 rows: 256 blocks, x 3 column groups at
+  // C = 768), more when the blocks would exceed the grid's y limit.
+  const uint64_t max_blocks = ctx_->limits().maxComputeWorkGroupCount[1];
+  return std::max<uint64_t>(64, (R + max_blocks - 1) / max_blocks);
 }
 
 // --- index-driven ---------------------------------------------------------------------------
@@ -225,17 +257,14 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
   const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
   // M = 1 (a decode step): a matrix-vector kernel. Otherwise 128x128 tiles (matmul_big,
-  // 8x8 outputs per invocation) when both sides fill a tile, K >= 64 amortizes the
-  // prologue, and on a GPU they make >= 256 workgroups (enough to fill a large GPU twice
-  // over; H200: 132 SMs); else 64x64 tiles (matmul: 4x the workgroups for small or skinny
-  // outputs, e.g. prefill's [1024, 768] @ [768, 768] or attention's [T, T] @ [T, 64]). On a
-  // CPU device (lavapipe) a few threads run the workgroups one after another: the larger
-  // tile is always better there. Both kernels fit the 16 KiB of shared memory every device
-  // has.
+  // 8x8 outputs per invocation) once both sides fill a tile and K >= 64 amortizes the
+  // prologue, else 64x64 tiles (matmul: small or skinny outputs, e.g. attention's [T, T] @
+  // [T, 64]). Measured on an H200, matmul_big wins even where its grid is small (prefill's
+  // [1024, 768] @ [768, 768]: 48 workgroups on 132 SMs, still faster than 192 of matmul's).
+  // Both kernels fit the 16 KiB of shared memory every device has.
   const uint32_t K = dims[2];
   const bool gemv = M == 1;
-  const uint64_t big_groups = static_cast<uint64_t>(batch) * ((M + 127) / 128) * ((N + 127) / 128);
-  const bool big = M >= 128 && N >= 128 && K >= 64 && (big_groups >= 256 || ctx_->cpu_device());
+  const bool big = M >= 128 && N >= 128 && K >= 64;
   const char* shader = big ? "matmul_big" : !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
   const uint64_t cols_per_group = big ? 128 : !gemv ? 64 : trans_b ? 8 : 32;
   const uint64_t rows_per_group = big ? 128 : 64;

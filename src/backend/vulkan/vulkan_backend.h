@@ -68,6 +68,11 @@ class VulkanBackend final : public Backend {
   /// One 256-wide workgroup per row.
   void run_rows(const char* shader, const std::vector<Arg>& args,
                 const std::vector<uint32_t>& params, uint64_t rows);
+  /// out[c] = sum over rows r < R of x[r, c] (x: [R, C] row-major): blocks of rows summed
+  /// in parallel, then the block sums in order (deterministic).
+  void column_sums(const Arg& x, const Arg& out, uint64_t R, uint64_t C);
+  /// Rows per block of column_sums and layernorm_bwd's parameter pass.
+  uint64_t block_rows(uint64_t R) const;
   void gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& out,
             const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
             uint32_t batch, uint32_t M, uint32_t N);

@@ -5,14 +5,15 @@
 #include "reduce.glsl"
 // LayerNorm backward, dx of one row per workgroup:
 //   dx = rstd * (dy*gamma - mean(dy*gamma) - xhat * mean(dy*gamma*xhat)).
-// Also stores (mean, rstd) of the row for the parameter-gradient pass.
+// With stats = 1 it only stores (mean, rstd) of the row into `o` (2 floats per row) for the
+// parameter-gradient pass: the same code computes them, and 4 bindings suffice (the number
+// every Vulkan device guarantees).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
 layout(std430, binding = 1) readonly buffer G { float g[]; };
 layout(std430, binding = 2) readonly buffer DY { float dy[]; };
-layout(std430, binding = 3) writeonly buffer DX { float dx[]; };
-layout(std430, binding = 4) writeonly buffer S { float st[]; };
-layout(push_constant) uniform P { uint ox, og, ody, odx, ost, rows, cols; float eps; } p;
+layout(std430, binding = 3) writeonly buffer O { float o[]; };
+layout(push_constant) uniform P { uint ox, og, ody, oo, rows, cols; float eps; uint stats; } p;
 void main() {
   const uint r = flat_group();
   if (r >= p.rows) return;
@@ -27,6 +28,13 @@ void main() {
     q += d * d;
   }
   const float rstd = 1.0 / sqrt(wg_sum(q) / float(p.cols) + p.eps);
+  if (p.stats != 0u) {
+    if (l == 0u) {
+      o[p.oo + 2u * r] = mean;
+      o[p.oo + 2u * r + 1u] = rstd;
+    }
+    return;
+  }
   float sg = 0.0, sgx = 0.0;
   for (uint j = l; j < p.cols; j += 256u) {
     const float gj = dy[db + j] * g[p.og + j];
@@ -37,10 +45,6 @@ void main() {
   const float mean_gx = wg_sum(sgx) * rstd / float(p.cols);
   for (uint j = l; j < p.cols; j += 256u) {
     const float xhat = (x[xb + j] - mean) * rstd;
-    dx[p.odx + r * p.cols + j] = rstd * (dy[db + j] * g[p.og + j] - mean_g - xhat * mean_gx);
-  }
-  if (l == 0u) {
-    st[p.ost + 2u * r] = mean;
-    st[p.ost + 2u * r + 1u] = rstd;
+    o[p.oo + r * p.cols + j] = rstd * (dy[db + j] * g[p.og + j] - mean_g - xhat * mean_gx);
   }
 }
