@@ -731,3 +731,64 @@ TEST(AutogradErrors, OpErrorsPassThrough) {
   expect_error([&] { ag::embedding_chunked(Tensor::zeros({2}, DType::U32), {}); }, ErrorKind::Shape,
                "ag::embedding_chunked");
 }
+
+namespace {
+
+// lm_head_loss in blocks of rows equals the float64 mean cross-entropy of h @ W^T, and its
+// gradients (dh = dlogits W, dW = dlogits^T h with dlogits = (softmax - onehot) / N), for
+// a head in two chunks, whatever the block size, on every device.
+TEST(Autograd, LmHeadLossInRowBlocksMatchesFloat64) {
+  const int64_t N = 7, C = 5, V0 = 6, V1 = 5, V = V0 + V1;
+  const Tensor ht = randt({N, C}, 31), w0t = randt({V0, C}, 32), w1t = randt({V1, C}, 33);
+  const std::vector<uint32_t> tg = {0, 10, 5, 6, 3, 9, 0};
+  const std::vector<double> h = to_d(ht);
+  std::vector<double> w = to_d(w0t);
+  for (double x : to_d(w1t)) w.push_back(x);
+  // float64 reference
+  double loss = 0;
+  std::vector<double> dh(N * C, 0.0), dw(V * C, 0.0);
+  for (int64_t i = 0; i < N; ++i) {
+    std::vector<double> z(V);
+    double mx = -1e300;
+    for (int64_t v = 0; v < V; ++v) {
+      for (int64_t k = 0; k < C; ++k) z[v] += h[i * C + k] * w[v * C + k];
+      mx = std::max(mx, z[v]);
+    }
+    double se = 0;
+    for (double x : z) se += std::exp(x - mx);
+    loss += mx + std::log(se) - z[tg[i]];
+    for (int64_t v = 0; v < V; ++v) {
+      const double d = (std::exp(z[v] - mx) / se - (v == tg[i] ? 1.0 : 0.0)) / N;
+      for (int64_t k = 0; k < C; ++k) {
+        dh[i * C + k] += d * w[v * C + k];
+        dw[v * C + k] += d * h[i * C + k];
+      }
+    }
+  }
+  loss /= N;
+  for (const DeviceInfo& info : list_devices()) {
+    const Device dev = info.device;
+    for (int64_t block : {1, 3, 7, 100}) {
+      const std::string what = dev.str() + ", blocks of " + std::to_string(block) + " rows";
+      ag::Tape tape;
+      ag::Var hv = tape.leaf(ht.to(dev)), w0 = tape.leaf(w0t.to(dev)), w1 = tape.leaf(w1t.to(dev));
+      // Targets on the host: the ops upload them (see ops.h).
+      const ag::Var l = ag::lm_head_loss(hv, {w0, w1}, Tensor::from_vector(tg, {N}), block);
+      expect_close(l.value(), {loss}, 1e-5, what + ": loss");
+      tape.backward(l, Tensor::full({1}, 1.0f, dev));
+      expect_close(hv.grad(), dh, 1e-5, what + ": dh");
+      const std::vector<double> dw0(dw.begin(), dw.begin() + V0 * C);
+      const std::vector<double> dw1(dw.begin() + V0 * C, dw.end());
+      expect_close(w0.grad(), dw0, 1e-5, what + ": dW chunk 0");
+      expect_close(w1.grad(), dw1, 1e-5, what + ": dW chunk 1");
+    }
+  }
+  ag::Tape tape;
+  const ag::Var hv = tape.leaf(ht), w0 = tape.leaf(w0t);
+  expect_error([&] { ag::lm_head_loss(hv, {w0}, Tensor::from_vector(tg, {N}), 0); },
+               ErrorKind::Range, "ag::lm_head_loss: block_rows must be >= 1");
+  expect_error([&] { ag::lm_head_loss(hv, {w0}, Tensor::from_vector(tg, {7, 1}).narrow_rows(0, 3), 2); },
+               ErrorKind::Shape, "ag::lm_head_loss: targets");
+}
+
+}  // namespace

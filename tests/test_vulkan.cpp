@@ -434,6 +434,30 @@ TEST_F(Vulkan, WteLargerThanOneBindingRunsInChunks) {
               cpu.forward_cached(next, cpu_cache).to_vector<float>(), 1e-3, "decode logits");
 }
 
+// All-position logits beyond one binding (700 rows x 50257 x 4 B = 140 MB > lavapipe's 128
+// MiB): the LM head writes them in row slices. Same logits as the CPU.
+TEST_F(Vulkan, LogitsLargerThanOneBindingRunInRowSlices) {
+  gpt2::Config c = gpt2::Config::preset("tiny");
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.n_ctx = 704;
+  c.vocab_size = 50257;
+  c.bos_id = c.eos_id = 50256;
+  const int64_t T = 700;
+  const uint64_t logits_bytes = static_cast<uint64_t>(T) * c.vocab_size * sizeof(float);
+  const uint64_t limit = backend_for(dev_).info().max_binding_bytes;
+  if (limit == 0 || logits_bytes <= limit)
+    GTEST_SKIP() << dev_.str() << " binds " << limit << " bytes: the logits fit one binding";
+  const gpt2::Model cpu = gpt2::Model::random(c, 9);
+  const gpt2::Model gpu = gpt2::Model::random(c, 9, dev_);
+  std::vector<uint32_t> ids(static_cast<size_t>(T));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<uint32_t>((i * 7919) % 50257);
+  const Tensor t = Tensor::from_vector(ids, {1, T});
+  expect_near(gpu.forward(t).to_vector<float>(), cpu.forward(t).to_vector<float>(), 1e-4,
+              "logits [1, 700, 50257]");
+}
+
 // Training with GPT-2's real vocabulary at width 768 (wte beyond lavapipe's binding limit, in
 // row chunks): the embedding's backward scatters per chunk and the tied head's per chunk.
 TEST_F(Vulkan, TrainingWithAWteLargerThanOneBinding) {

@@ -184,6 +184,14 @@ Var scale(const Var& x, float s);
 /// A view of x with another shape of the same numel; the gradient is reshaped back.
 Var reshape(const Var& x, const Shape& shape);
 
+/// The mean cross-entropy of the LM head, cross_entropy(matmul_chunked_transb(h, head),
+/// targets), computed in blocks of block_rows rows so that no logits buffer exceeds
+/// block_rows x V (a GPU's binding limit, or memory: GPT-2's logits for 32 x 1024 tokens are
+/// 6.6 GB). h: [N, C]; targets: U32 with N elements. Each block's logits are kept for the
+/// backward, which runs ce_bwd and the head's two matmuls per block.
+Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targets,
+                 int64_t block_rows);
+
 /// Mean cross-entropy over rows: mean_i gather_nll(logits, targets)[i], a [1] Var.
 /// logits: [..., V] with N >= 1 rows; targets: U32 with N elements. The backward is
 /// ce_bwd(logits, targets, dloss / N) (dloss is read back to the host: one sync).

@@ -379,6 +379,45 @@ Var embedding_chunked(const Tensor& ids, const std::vector<Var>& chunks) {
   });
 }
 
+namespace {
+
+/// The backward of out = alpha * a2 @ concat(tables)^T (a2: [R, K], tables[i]: [V_i, K]) for
+/// dy2 [R, V_total]: gives chunk i (input i + 1) its gradient alpha * dy_i^T @ a2 and returns
+/// da = alpha * dy2 @ concat(tables) when input 0 needs it (else undefined).
+Tensor transb_backward(BackwardCtx& c, const Tensor& a2, const std::vector<Tensor>& tables,
+                       const Tensor& dy2, float alpha) {
+  MatmulSpec nn;
+  nn.alpha = alpha;
+  MatmulSpec tn;
+  tn.trans_a = true;
+  tn.alpha = alpha;
+  if (tables.size() == 1) {
+    // out = alpha * a @ W^T: da = alpha * dy @ W, dW = alpha * dy^T @ a.
+    if (c.needs(1)) c.give(1, matmul(dy2, a2, tn));
+    return c.needs(0) ? matmul(dy2, tables[0], nn) : Tensor();
+  }
+  // Several chunks: each needs its own column block of dy, which is strided in dy.
+  Tensor da;
+  int64_t col = 0;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const int64_t w = tables[i].dim(0);
+    const Tensor dyi = column_block(dy2, col, w);  // [R, V_i]
+    col += w;
+    if (c.needs(0) && w > 0) {
+      Tensor part = matmul(dyi, tables[i], nn);  // [R, K]
+      if (da.defined())
+        add_(da, part);
+      else
+        da = std::move(part);
+    }
+    if (c.needs(i + 1)) c.give(i + 1, matmul(dyi, a2, tn));  // [V_i, K]
+  }
+  if (c.needs(0) && !da.defined()) da = Tensor::zeros(a2.shape(), DType::F32, a2.device());
+  return da;
+}
+
+}  // namespace
+
 Var matmul_chunked_transb(const Var& a, const std::vector<Var>& chunks, float alpha) {
   const char* op = "ag::matmul_chunked_transb";
   auto tape = tape_of_list(op, chunks, "chunk", &a);
@@ -391,42 +430,68 @@ Var matmul_chunked_transb(const Var& a, const std::vector<Var>& chunks, float al
   const Tensor A = val(a);
   Tensor out = forge::matmul_chunked_transb(A, tables, alpha);  // [..., V_total]
   return emit(op, tape, std::move(inputs), std::move(out), [A, tables, alpha](BackwardCtx& c) {
-    const int64_t K = A.dim(-1);
     const int64_t R = A.shape().rows();
-    const Tensor a2 = A.reshape({R, K});
+    const Tensor a2 = A.reshape({R, A.dim(-1)});
     const Tensor dy2 = c.dy().reshape({R, c.dy().dim(-1)});  // [R, V_total]
-    MatmulSpec nn;
-    nn.alpha = alpha;
-    MatmulSpec tn;
-    tn.trans_a = true;
-    tn.alpha = alpha;
-    if (tables.size() == 1) {
-      // out = alpha * a @ W^T: da = alpha * dy @ W, dW = alpha * dy^T @ a.
-      if (c.needs(0)) c.give(0, matmul(dy2, tables[0], nn).reshape(A.shape()));
-      if (c.needs(1)) c.give(1, matmul(dy2, a2, tn));
-      return;
-    }
-    // Several chunks: each needs its own column block of dy, which is strided in dy.
-    Tensor da;
-    int64_t col = 0;
-    for (size_t i = 0; i < tables.size(); ++i) {
-      const int64_t w = tables[i].dim(0);
-      const Tensor dyi = column_block(dy2, col, w);  // [R, V_i]
-      col += w;
-      if (c.needs(0) && w > 0) {
-        Tensor part = matmul(dyi, tables[i], nn);  // [R, K]
-        if (da.defined())
-          add_(da, part);
-        else
-          da = std::move(part);
-      }
-      if (c.needs(i + 1)) c.give(i + 1, matmul(dyi, a2, tn));  // [V_i, K]
-    }
-    if (c.needs(0)) {
-      if (!da.defined()) da = Tensor::zeros({R, K}, DType::F32, A.device());
-      c.give(0, da.reshape(A.shape()));
-    }
+    const Tensor da = transb_backward(c, a2, tables, dy2, alpha);
+    if (c.needs(0)) c.give(0, da.reshape(A.shape()));
   });
+}
+
+Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targets,
+                 int64_t block_rows) {
+  const char* op = "ag::lm_head_loss";
+  auto tape = tape_of_list(op, head, "chunk", &h);
+  const Tensor H = val(h);
+  if (H.rank() != 2) fail(ErrorKind::Shape, op, "h must be [N, C], got " + H.shape().str());
+  const int64_t N = H.dim(0);
+  if (N == 0) fail(ErrorKind::Shape, op, "no rows in h " + H.shape().str());
+  if (targets.numel() != N)
+    fail(ErrorKind::Shape, op,
+         "targets " + targets.shape().str() + " must hold one target per row of h " +
+             H.shape().str());
+  if (block_rows < 1)
+    fail(ErrorKind::Range, op, "block_rows must be >= 1, got " + std::to_string(block_rows));
+  std::vector<Tensor> tables;
+  std::vector<NodePtr> inputs{Access::node(h)};
+  for (const Var& v : head) {
+    tables.push_back(val(v));
+    inputs.push_back(Access::node(v));
+  }
+  const Tensor tg = targets.reshape({N});
+  // Per block of rows: logits [rows, V] (kept for the backward) and their nll, gathered
+  // into one [N] so that the mean is the unblocked op's exactly.
+  std::vector<Tensor> logits;
+  Tensor nll = Tensor::zeros({N}, DType::F32, H.device());
+  for (int64_t r = 0; r < N; r += block_rows) {
+    const int64_t rows = std::min(block_rows, N - r);
+    logits.push_back(forge::matmul_chunked_transb(H.narrow_rows(r, rows), tables));
+    Tensor dst = nll.narrow_rows(r, rows);
+    add_(dst, gather_nll(logits.back(), tg.narrow_rows(r, rows)));
+  }
+  Tensor loss = forge::scale(sum_rows(nll.reshape({N, 1})), 1.0f / static_cast<float>(N));
+  return emit(op, tape, std::move(inputs), std::move(loss),
+              [H, tables, tg, logits, block_rows, N](BackwardCtx& c) {
+                const float dloss = c.dy().to_vector<float>()[0];
+                const float s = dloss / static_cast<float>(N);
+                Tensor dh;
+                if (c.needs(0) && logits.size() > 1)
+                  dh = Tensor::zeros(H.shape(), DType::F32, H.device());
+                for (size_t i = 0; i < logits.size(); ++i) {
+                  const int64_t r = static_cast<int64_t>(i) * block_rows;
+                  const int64_t rows = logits[i].dim(0);
+                  const Tensor dlogits = ce_bwd(logits[i], tg.narrow_rows(r, rows), s);
+                  const Tensor da = transb_backward(c, H.narrow_rows(r, rows), tables, dlogits, 1.0f);
+                  if (!c.needs(0)) continue;
+                  if (logits.size() == 1) {
+                    dh = da;
+                  } else {
+                    Tensor dst = dh.narrow_rows(r, rows);
+                    add_(dst, da);
+                  }
+                }
+                if (c.needs(0)) c.give(0, dh);
+              });
 }
 
 // ---- attention layout --------------------------------------------------------------------

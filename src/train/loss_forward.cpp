@@ -15,6 +15,7 @@
 #include <cmath>
 #include <string>
 
+#include "forge/backend.h"
 #include "forge/error.h"
 #include "forge/ops.h"
 #include "forge/train.h"
@@ -185,8 +186,13 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
   } else {
     for (size_t i = 0; i < w.lm_head.size(); ++i) head.push_back(next());
   }
-  const ag::Var logits = ag::matmul_chunked_transb(hf, head);  // [B*T, V]
-  return ag::cross_entropy(logits, targets.reshape({B * T}));
+  // Logits [B*T, V] in blocks of rows that fit one binding of the device (one block on
+  // the CPU, and on an H200 up to 21k rows).
+  const uint64_t binding = backend_for(model.device()).info().max_binding_bytes;
+  const int64_t row_bytes = c.vocab_size * static_cast<int64_t>(sizeof(float));
+  const int64_t block =
+      binding == 0 ? B * T : std::max<int64_t>(1, static_cast<int64_t>(binding) / row_bytes);
+  return ag::lm_head_loss(hf, head, targets.reshape({B * T}), block);
 }
 
 }  // namespace forge::train

@@ -328,12 +328,23 @@ void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, flo
                                        int64_t col_begin, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t R = a.dim(0), K = a.dim(1), V = chunk.dim(0), ld = o.dim(-1);
-  // Bind out from column col_begin of row 0 on: element (r, j) is at r * ld + j.
-  Arg dst = out(o);
-  dst.offset += static_cast<size_t>(col_begin) * 4;
-  dst.bytes -= static_cast<size_t>(col_begin) * 4;
-  gemm(in(a), in(chunk), nullptr, dst, {u(R), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u}, false,
-       true, alpha, 1, u(R), u(V));
+  // Rows of out in slices whose binding fits maxStorageBufferRange (logits of many rows
+  // over a 50257 vocabulary exceed 128 MiB from 667 rows on), a's rows with them.
+  const int64_t row_bytes = ld * 4;
+  const int64_t slice = std::max<int64_t>(
+      1, static_cast<int64_t>(ctx_->limits().maxStorageBufferRange) / row_bytes - 1);
+  for (int64_t r0 = 0; r0 < R; r0 += slice) {
+    const int64_t rows = std::min(slice, R - r0);
+    // Bind out from column col_begin of row r0 on: element (r, j) is at r * ld + j.
+    Arg dst = out(o);
+    dst.offset += static_cast<size_t>(r0 * ld + col_begin) * 4;
+    dst.bytes = static_cast<size_t>((rows - 1) * ld + V) * 4;
+    Arg src = in(a);
+    src.offset += static_cast<size_t>(r0 * K) * 4;
+    src.bytes = static_cast<size_t>(rows * K) * 4;
+    gemm(src, in(chunk), nullptr, dst, {u(rows), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u},
+         false, true, alpha, 1, u(rows), u(V));
+  }
 }
 
 }  // namespace forge::vk
