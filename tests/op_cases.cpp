@@ -358,9 +358,12 @@ void add_matmul(Cases& cs) {
                 {7, 5, 40}},
                0, 0.5f);
   // The 128x128 kernel of GPUs (Vulkan's matmul_big: M, N >= 128 and K >= 64): edge tiles in
-  // m, n and k (k not a multiple of its step 8 or of 4), whole tiles, and shapes whose rows
-  // are multiples of 4 elements (vec4 loads and stores) next to ones that are not (scalar).
-  add_rotating({{130, 67, 257}, {256, 64, 128}, {129, 100, 131}, {200, 72, 144}}, 1, -0.75f);
+  // m, n and k (k not a multiple of its step 8 or of 4), whole tiles, and row lengths that
+  // are multiples of 4 elements next to ones that are not. K >= 512 over few tiles splits k
+  // over workgroups (unbatched; 2 and 3 splits, one ending mid-step) plus an ordered reduce.
+  add_rotating({{130, 67, 257}, {256, 64, 128}, {129, 100, 131}, {200, 72, 144}, {130, 600, 140},
+                {129, 777, 128}},
+               1, -0.75f);
   // Views at an offset into a: 1 row of 72 (aligned, vec4) or 67 (scalar) elements in.
   for (const Mkn& s : std::vector<Mkn>{{136, 72, 132}, {130, 67, 129}})
     for (int ta = 0; ta < 2; ++ta) {

@@ -270,26 +270,35 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   const uint64_t rows_per_group = big ? 128 : 64;
   const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
   const uint64_t tiles_m = (M + rows_per_group - 1) / rows_per_group;
-  if (gemv && !trans_b) {
-    // Split k over workgroups when the columns alone give too few to fill a GPU (~512
-    // wanted), at least 64 k per split; the partial sums are then added in order.
-    const uint64_t want = (512 + tiles_n * batch - 1) / (tiles_n * batch);
-    const uint64_t splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 64), 1, lim[1]);
-    if (splits > 1 && tiles_n <= lim[0] && batch <= lim[2]) {
-      const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
-      const uint64_t s = (K + k_split - 1) / k_split;  // splits actually used
-      auto part = ctx_->scratch(batch * s * N * sizeof(float));
-      std::vector<uint32_t> params = dims;
-      params.insert(params.end(), {flags | 64u, f(alpha), 0u, 0u, 0u, k_split});
-      ctx_->dispatch(shader, {a, b, bias ? *bias : a, whole(*part, true)}, params,
-                     static_cast<uint32_t>(tiles_n), static_cast<uint32_t>(s),
-                     static_cast<uint32_t>(batch));
-      run_1d("gemv_reduce", {whole(*part, false), bias ? *bias : a, o},
-             {u(static_cast<int64_t>(batch) * N), N, static_cast<uint32_t>(s), dims[8],
-              bias ? 1u : 0u, f(alpha)},
-             static_cast<uint64_t>(batch) * N);
-      return;
-    }
+  // Split k over workgroups when the output tiles alone are too few to fill a GPU (a GEMV
+  // with N = 768: 24 column tiles; prefill's [1024, 768] @ [768, 768]: 48 tiles of 128^2),
+  // each split >= 64 k (GEMV) or >= 256 k (tiles); the raw partial sums are then added in
+  // order by split_k_reduce (deterministic). GEMV splits go along y, tile splits along z
+  // (only unbatched products).
+  const uint64_t tiles = tiles_n * tiles_m * batch;
+  const uint64_t want = gemv ? (512 + tiles - 1) / tiles : (264 + tiles - 1) / tiles;
+  const uint64_t min_k = gemv ? 64 : 256;
+  const bool splittable = gemv ? !trans_b && tiles_n <= lim[0] && batch <= lim[2]
+                               : big && batch == 1 && tiles_n <= lim[0] && tiles_m <= lim[1];
+  const uint64_t splits =
+      std::clamp<uint64_t>(std::min<uint64_t>(want, K / min_k), 1, gemv ? lim[1] : lim[2]);
+  if (splittable && splits > 1) {
+    const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
+    const uint64_t s = (K + k_split - 1) / k_split;  // splits actually used
+    const uint64_t rows = static_cast<uint64_t>(batch) * M;  // rows of the output
+    auto part = ctx_->scratch(rows * s * N * sizeof(float));
+    std::vector<uint32_t> params = dims;
+    params.insert(params.end(), {flags | 64u, f(alpha), 0u, 0u, 0u, k_split});
+    ctx_->dispatch(shader, {a, b, bias ? *bias : a, whole(*part, true)}, params,
+                   static_cast<uint32_t>(tiles_n),
+                   static_cast<uint32_t>(gemv ? s : tiles_m),
+                   static_cast<uint32_t>(gemv ? batch : s));
+    // GEMV rows are batches (stride_c apart), a matmul's rows ldc apart.
+    run_1d("split_k_reduce", {whole(*part, false), bias ? *bias : a, o},
+           {u(static_cast<int64_t>(rows * N)), N, static_cast<uint32_t>(s),
+            gemv ? dims[8] : dims[5], bias ? 1u : 0u, f(alpha)},
+           rows * N);
+    return;
   }
   // Grids beyond maxComputeWorkGroupCount go as several dispatches with base tiles.
   for (uint64_t z0 = 0; z0 < batch; z0 += lim[2])

@@ -26,6 +26,9 @@ layout(push_constant) uniform P {
   uint flags;  // 1: trans_a, 2: trans_b, 4: bias
   float alpha;
   uint tile_n0, tile_m0, batch0;
+  // With flags & 64 (split k, batch 1): workgroup z covers k in [z k_split, (z + 1) k_split)
+  // and writes its raw sums to o[(m * splits + z) * N + n] for split_k_reduce.comp.
+  uint k_split;
 } p;
 
 const uint BM = 128u, BN = 128u, BK = 8u;
@@ -37,7 +40,10 @@ void main() {
   const uint tid = ty * 16u + tx;
   const uint n0 = (gl_WorkGroupID.x + p.tile_n0) * BN;
   const uint m0 = (gl_WorkGroupID.y + p.tile_m0) * BM;
-  const uint batch = gl_WorkGroupID.z + p.batch0;
+  const bool split = (p.flags & 64u) != 0u;
+  const uint batch = split ? 0u : gl_WorkGroupID.z + p.batch0;
+  const uint k_begin = split ? gl_WorkGroupID.z * p.k_split : 0u;
+  const uint k_end = split ? min(k_begin + p.k_split, p.K) : p.K;
   const bool ta = (p.flags & 1u) != 0u, tb = (p.flags & 2u) != 0u;
   const uint abase = p.oa + batch * p.stride_a;
   const uint bbase = p.ob + batch * p.stride_b;
@@ -54,30 +60,30 @@ void main() {
     [[unroll]] for (uint j = 0u; j < 8u; ++j) acc[i][j] = 0.0;
 
   uint cur = 0u;
-  for (uint k0 = 0u; k0 < p.K + BK; k0 += BK) {
-    // Stage 1 (k0 < K): load the tile at k0 into registers.
-    if (k0 < p.K) {
+  for (uint k0 = k_begin; k0 < k_end + BK; k0 += BK) {
+    // Stage 1 (k0 < k_end): load the tile at k0 into registers.
+    if (k0 < k_end) {
       if (ta) {
         const uint gk = k0 + k_rc, gm = m0 + col_rc;
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
-          ra[i] = gk < p.K && gm + i < p.M ? a[abase + gk * p.lda + gm + i] : 0.0;
+          ra[i] = gk < k_end && gm + i < p.M ? a[abase + gk * p.lda + gm + i] : 0.0;
       } else {
         const uint gm = m0 + row_kc, gk = k0 + k_kc;
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
-          ra[i] = gm < p.M && gk + i < p.K ? a[abase + gm * p.lda + gk + i] : 0.0;
+          ra[i] = gm < p.M && gk + i < k_end ? a[abase + gm * p.lda + gk + i] : 0.0;
       }
       if (tb) {
         const uint gn = n0 + row_kc, gk = k0 + k_kc;
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
-          rb[i] = gn < p.N && gk + i < p.K ? b[bbase + gn * p.ldb + gk + i] : 0.0;
+          rb[i] = gn < p.N && gk + i < k_end ? b[bbase + gn * p.ldb + gk + i] : 0.0;
       } else {
         const uint gk = k0 + k_rc, gn = n0 + col_rc;
         [[unroll]] for (uint i = 0u; i < 4u; ++i)
-          rb[i] = gk < p.K && gn + i < p.N ? b[bbase + gk * p.ldb + gn + i] : 0.0;
+          rb[i] = gk < k_end && gn + i < p.N ? b[bbase + gk * p.ldb + gn + i] : 0.0;
       }
     }
-    // Stage 2 (k0 > 0): the FMAs of the previous tile, in buffer cur, while the loads fly.
-    if (k0 > 0u) {
+    // Stage 2 (k0 > k_begin): the previous tile's FMAs, from buffer cur, while loads fly.
+    if (k0 > k_begin) {
       [[unroll]] for (uint kk = 0u; kk < BK; ++kk) {
         float av[8], bv[8];
         [[unroll]] for (uint i = 0u; i < 4u; ++i) {
@@ -92,7 +98,7 @@ void main() {
       cur ^= 1u;
     }
     // Stage 3: the loaded tile into the other buffer (last read before the previous barrier).
-    if (k0 < p.K) {
+    if (k0 < k_end) {
       if (ta) {
         [[unroll]] for (uint i = 0u; i < 4u; ++i) As[cur][k_rc][col_rc + i] = ra[i];
       } else {
@@ -107,6 +113,17 @@ void main() {
     barrier();
   }
 
+  if (split) {
+    const uint splits = gl_NumWorkGroups.z, z = gl_WorkGroupID.z;
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+      const uint m = m0 + (i < 4u ? 4u * ty + i : 64u + 4u * ty + i - 4u);
+      [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+        const uint n = n0 + (j < 4u ? 4u * tx + j : 64u + 4u * tx + j - 4u);
+        if (m < p.M && n < p.N) o[p.oo + (m * splits + z) * p.N + n] = acc[i][j];
+      }
+    }
+    return;
+  }
   const uint obase = p.oo + batch * p.stride_c;
   const bool has_bias = (p.flags & 4u) != 0u;
   float bv[8];

@@ -1,8 +1,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-// The second pass of a split-k GEMV (gemv_n.comp with flags & 64): out[batch, n] = alpha *
-// sum over splits s, in order, of part[batch, s, n] + bias[n]. One invocation per (batch, n).
+// The second pass of a split-k product (gemv_n.comp or matmul_big.comp with flags & 64):
+// out[r, n] = alpha * sum over splits s, in order, of part[r, s, n] + bias[n], for each row r
+// (a GEMV's batch index, a matmul's output row; out rows stride_c apart). One invocation per
+// (r, n).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer Part { float part[]; };
 layout(std430, binding = 1) readonly buffer Bias { float bias[]; };
