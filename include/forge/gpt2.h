@@ -142,6 +142,12 @@ class Model {
   /// tensor) into `dir`, creating it. Error(Io) if it cannot be written.
   void save(const std::string& dir) const;
 
+  /// Every weight tensor (handles sharing the model's storage) with its HF name, in HF's
+  /// order: wte ("wte.weight", or "wte.weight.chunk<i>" for each of several row chunks),
+  /// wpe, the 12 tensors of each block, ln_f, then an untied head's "lm_head.weight"
+  /// (chunked likewise). The order and names train::parameters() uses.
+  std::vector<std::pair<std::string, Tensor>> named_weights() const;
+
   const Config& config() const { return config_; }
   const Weights& weights() const { return weights_; }
   Weights& weights() { return weights_; }

@@ -27,42 +27,6 @@ namespace {
   throw Error(kind, std::string(fn) + ": " + what);
 }
 
-/// "wte.weight" for a single chunk, "wte.weight.chunk<i>" for chunk i of several.
-std::string chunk_name(const char* base, size_t i, size_t n) {
-  std::string s = std::string(base) + ".weight";
-  return n == 1 ? s : s + ".chunk" + std::to_string(i);
-}
-
-/// The model's weight tensors in HF order with their names (parameters()' order).
-std::vector<std::pair<std::string, Tensor>> named_weights(const gpt2::Model& model) {
-  const gpt2::Weights& w = model.weights();
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (size_t i = 0; i < w.wte.size(); ++i)
-    out.emplace_back(chunk_name("wte", i, w.wte.size()), w.wte[i]);
-  out.emplace_back("wpe.weight", w.wpe);
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const gpt2::LayerWeights& L = w.layers[l];
-    const std::string p = "h." + std::to_string(l) + ".";
-    out.emplace_back(p + "ln_1.weight", L.ln_1_w);
-    out.emplace_back(p + "ln_1.bias", L.ln_1_b);
-    out.emplace_back(p + "attn.c_attn.weight", L.attn_w);
-    out.emplace_back(p + "attn.c_attn.bias", L.attn_b);
-    out.emplace_back(p + "attn.c_proj.weight", L.attn_proj_w);
-    out.emplace_back(p + "attn.c_proj.bias", L.attn_proj_b);
-    out.emplace_back(p + "ln_2.weight", L.ln_2_w);
-    out.emplace_back(p + "ln_2.bias", L.ln_2_b);
-    out.emplace_back(p + "mlp.c_fc.weight", L.fc_w);
-    out.emplace_back(p + "mlp.c_fc.bias", L.fc_b);
-    out.emplace_back(p + "mlp.c_proj.weight", L.fc_proj_w);
-    out.emplace_back(p + "mlp.c_proj.bias", L.fc_proj_b);
-  }
-  out.emplace_back("ln_f.weight", w.ln_f_w);
-  out.emplace_back("ln_f.bias", w.ln_f_b);
-  for (size_t i = 0; i < w.lm_head.size(); ++i)
-    out.emplace_back(chunk_name("lm_head", i, w.lm_head.size()), w.lm_head[i]);
-  return out;
-}
-
 /// Checks ids (U32 [B, T], 1 <= T <= n_ctx, every id < V) and returns them.
 void check_ids(const char* fn, const char* what, const Tensor& ids, const gpt2::Config& c) {
   if (!ids.defined()) fail(fn, ErrorKind::Shape, std::string(what) + " is an undefined tensor");
@@ -88,7 +52,7 @@ void check_ids(const char* fn, const char* what, const Tensor& ids, const gpt2::
 
 std::vector<ag::Parameter> parameters(gpt2::Model& model) {
   std::vector<ag::Parameter> out;
-  for (auto& [name, t] : named_weights(model)) {
+  for (auto& [name, t] : model.named_weights()) {
     if (!t.defined() || t.dtype() != DType::F32)
       fail("train::parameters", ErrorKind::DType, name + " is not a defined f32 tensor");
     out.emplace_back(t, name);
@@ -104,7 +68,7 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
   const gpt2::Weights& w = model.weights();
   // The parameters must be the model's, in parameters()' order (names and shapes checked;
   // the values may be copies, e.g. a model clone's).
-  const auto expect = named_weights(model);
+  const auto expect = model.named_weights();
   if (params.size() != expect.size())
     fail(fn, ErrorKind::Shape,
          "got " + std::to_string(params.size()) + " parameters, the model has " +

@@ -352,6 +352,23 @@ Model Model::from_weights(const Config& config, Weights weights) {
   return m;
 }
 
+std::vector<std::pair<std::string, Tensor>> Model::named_weights() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto chunked = [&out](const std::string& base, const std::vector<Tensor>& chunks) {
+    for (size_t i = 0; i < chunks.size(); ++i)
+      out.emplace_back(chunks.size() == 1 ? base : base + ".chunk" + std::to_string(i), chunks[i]);
+  };
+  Weights w = weights_;  // handles: the table's slots point at the model's tensors
+  for (const Entry& e : entries(config_, w)) {
+    if (e.slot)
+      out.emplace_back(e.name, *e.slot);
+    else
+      chunked(e.name, w.wte);
+  }
+  chunked("lm_head.weight", w.lm_head);
+  return out;
+}
+
 void Model::save(const std::string& dir) const {
   const char* fn = "gpt2::Model::save";
   namespace fs = std::filesystem;
