@@ -271,17 +271,20 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
   const uint64_t tiles_m = (M + rows_per_group - 1) / rows_per_group;
   // Split k over workgroups when the output tiles alone are too few to fill a GPU (a GEMV
-  // with N = 768: 24 column tiles; prefill's [1024, 768] @ [768, 768]: 48 tiles of 128^2),
-  // each split >= 64 k (GEMV) or >= 256 k (tiles); the raw partial sums are then added in
-  // order by split_k_reduce (deterministic). GEMV splits go along y, tile splits along z
-  // (only unbatched products).
+  // with N = 768: 24 column tiles; prefill's [1024, 768] @ [768, 768]: 48 tiles of 128^2;
+  // attention's [12, 1024, 1024] @ [12, 1024, 64]: 192 tiles of 64^2), each split >= 64 k
+  // (GEMV) or >= 256 k (tiles); the raw partial sums are then added in order by
+  // split_k_reduce (deterministic). GEMV splits go along y, tile splits along z (batch *
+  // splits + split; a batched output must be contiguous, stride_c = M ldc).
   const uint64_t tiles = tiles_n * tiles_m * batch;
-  const uint64_t want = gemv ? (512 + tiles - 1) / tiles : (264 + tiles - 1) / tiles;
+  const uint64_t wanted_groups = gemv ? 512 : big ? 264 : 528;
+  const uint64_t want = (wanted_groups + tiles - 1) / tiles;
   const uint64_t min_k = gemv ? 64 : 256;
+  const bool contiguous = batch == 1 || dims[8] == static_cast<uint64_t>(M) * dims[5];
   const bool splittable = gemv ? !trans_b && tiles_n <= lim[0] && batch <= lim[2]
-                               : big && batch == 1 && tiles_n <= lim[0] && tiles_m <= lim[1];
-  const uint64_t splits =
-      std::clamp<uint64_t>(std::min<uint64_t>(want, K / min_k), 1, gemv ? lim[1] : lim[2]);
+                               : contiguous && tiles_n <= lim[0] && tiles_m <= lim[1];
+  const uint64_t splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / min_k), 1,
+                                               gemv ? lim[1] : std::max<uint64_t>(1, lim[2] / batch));
   if (splittable && splits > 1) {
     const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
     const uint64_t s = (K + k_split - 1) / k_split;  // splits actually used
@@ -292,8 +295,8 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
     ctx_->dispatch(shader, {a, b, bias ? *bias : a, whole(*part, true)}, params,
                    static_cast<uint32_t>(tiles_n),
                    static_cast<uint32_t>(gemv ? s : tiles_m),
-                   static_cast<uint32_t>(gemv ? batch : s));
-    // GEMV rows are batches (stride_c apart), a matmul's rows ldc apart.
+                   static_cast<uint32_t>(gemv ? batch : batch * s));
+    // GEMV rows are batches (stride_c apart), a matmul's rows (batch * M + m) ldc apart.
     run_1d("split_k_reduce", {whole(*part, false), bias ? *bias : a, o},
            {u(static_cast<int64_t>(rows * N)), N, static_cast<uint32_t>(s),
             gemv ? dims[8] : dims[5], bias ? 1u : 0u, f(alpha)},

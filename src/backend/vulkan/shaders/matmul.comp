@@ -20,6 +20,10 @@ layout(push_constant) uniform P {
   uint flags;  // 1: trans_a, 2: trans_b, 4: bias
   float alpha;
   uint tile_n0, tile_m0, batch0;
+  // With flags & 64 (split k): workgroup z = batch * splits + split covers k in
+  // [split k_split, (split + 1) k_split) and writes raw sums to o[(row * splits + split) * N
+  // + n], row = batch * M + m, for split_k_reduce.comp.
+  uint k_split;
 } p;
 
 const uint BM = 64u, BN = 64u, BK = 16u;
@@ -31,7 +35,12 @@ void main() {
   const uint tid = ty * 16u + tx;
   const uint n0 = (gl_WorkGroupID.x + p.tile_n0) * BN;
   const uint m0 = (gl_WorkGroupID.y + p.tile_m0) * BM;
-  const uint batch = gl_WorkGroupID.z + p.batch0;
+  const bool split = (p.flags & 64u) != 0u;
+  const uint splits = split ? (p.K + p.k_split - 1u) / p.k_split : 1u;
+  const uint z = gl_WorkGroupID.z + p.batch0;
+  const uint batch = z / splits, part = z % splits;
+  const uint k_begin = split ? part * p.k_split : 0u;
+  const uint k_end = split ? min(k_begin + p.k_split, p.K) : p.K;
   const bool ta = (p.flags & 1u) != 0u, tb = (p.flags & 2u) != 0u;
   const uint abase = p.oa + batch * p.stride_a;
   const uint bbase = p.ob + batch * p.stride_b;
@@ -40,7 +49,7 @@ void main() {
   for (uint i = 0u; i < 4u; ++i)
     for (uint j = 0u; j < 4u; ++j) acc[i][j] = 0.0;
 
-  for (uint k0 = 0u; k0 < p.K; k0 += BK) {
+  for (uint k0 = k_begin; k0 < k_end; k0 += BK) {
     // 1024 elements of each tile, 4 per invocation. The fast index follows memory order
     // of the stored operand so that loads are coalesced.
     for (uint r = 0u; r < 4u; ++r) {
@@ -49,13 +58,13 @@ void main() {
       if (ta) { kk = e / BM; mm = e % BM; } else { mm = e / BK; kk = e % BK; }
       const uint gm = m0 + mm, gk = k0 + kk;
       float v = 0.0;
-      if (gm < p.M && gk < p.K) v = ta ? a[abase + gk * p.lda + gm] : a[abase + gm * p.lda + gk];
+      if (gm < p.M && gk < k_end) v = ta ? a[abase + gk * p.lda + gm] : a[abase + gm * p.lda + gk];
       As[kk][mm] = v;
       uint nn;
       if (tb) { nn = e / BK; kk = e % BK; } else { kk = e / BN; nn = e % BN; }
       const uint gn = n0 + nn, gk2 = k0 + kk;
       float w = 0.0;
-      if (gn < p.N && gk2 < p.K) w = tb ? b[bbase + gn * p.ldb + gk2] : b[bbase + gk2 * p.ldb + gn];
+      if (gn < p.N && gk2 < k_end) w = tb ? b[bbase + gn * p.ldb + gk2] : b[bbase + gk2 * p.ldb + gn];
       Bs[kk][nn] = w;
     }
     barrier();
@@ -69,6 +78,17 @@ void main() {
     barrier();
   }
 
+  if (split) {
+    for (uint i = 0u; i < 4u; ++i) {
+      const uint m = m0 + ty + 16u * i;
+      if (m >= p.M) continue;
+      for (uint j = 0u; j < 4u; ++j) {
+        const uint n = n0 + tx + 16u * j;
+        if (n < p.N) o[p.oo + ((batch * p.M + m) * splits + part) * p.N + n] = acc[i][j];
+      }
+    }
+    return;
+  }
   const uint obase = p.oo + batch * p.stride_c;
   for (uint i = 0u; i < 4u; ++i) {
     const uint m = m0 + ty + 16u * i;

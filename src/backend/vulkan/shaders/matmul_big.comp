@@ -26,8 +26,9 @@ layout(push_constant) uniform P {
   uint flags;  // 1: trans_a, 2: trans_b, 4: bias
   float alpha;
   uint tile_n0, tile_m0, batch0;
-  // With flags & 64 (split k, batch 1): workgroup z covers k in [z k_split, (z + 1) k_split)
-  // and writes its raw sums to o[(m * splits + z) * N + n] for split_k_reduce.comp.
+  // With flags & 64 (split k): workgroup z = batch * splits + split covers k in
+  // [split k_split, (split + 1) k_split) and writes raw sums to o[(row * splits + split) * N
+  // + n], row = batch * M + m, for split_k_reduce.comp.
   uint k_split;
 } p;
 
@@ -41,8 +42,10 @@ void main() {
   const uint n0 = (gl_WorkGroupID.x + p.tile_n0) * BN;
   const uint m0 = (gl_WorkGroupID.y + p.tile_m0) * BM;
   const bool split = (p.flags & 64u) != 0u;
-  const uint batch = split ? 0u : gl_WorkGroupID.z + p.batch0;
-  const uint k_begin = split ? gl_WorkGroupID.z * p.k_split : 0u;
+  const uint splits = split ? (p.K + p.k_split - 1u) / p.k_split : 1u;
+  const uint z = gl_WorkGroupID.z + p.batch0;
+  const uint batch = z / splits, part = z % splits;
+  const uint k_begin = split ? part * p.k_split : 0u;
   const uint k_end = split ? min(k_begin + p.k_split, p.K) : p.K;
   const bool ta = (p.flags & 1u) != 0u, tb = (p.flags & 2u) != 0u;
   const uint abase = p.oa + batch * p.stride_a;
@@ -114,12 +117,11 @@ void main() {
   }
 
   if (split) {
-    const uint splits = gl_NumWorkGroups.z, z = gl_WorkGroupID.z;
     [[unroll]] for (uint i = 0u; i < 8u; ++i) {
       const uint m = m0 + (i < 4u ? 4u * ty + i : 64u + 4u * ty + i - 4u);
       [[unroll]] for (uint j = 0u; j < 8u; ++j) {
         const uint n = n0 + (j < 4u ? 4u * tx + j : 64u + 4u * tx + j - 4u);
-        if (m < p.M && n < p.N) o[p.oo + (m * splits + z) * p.N + n] = acc[i][j];
+        if (m < p.M && n < p.N) o[p.oo + ((batch * p.M + m) * splits + part) * p.N + n] = acc[i][j];
       }
     }
     return;
