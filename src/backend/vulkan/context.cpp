@@ -72,10 +72,31 @@ Context::Context(int index, Device device) : device_(device) {
   qi.queueFamilyIndex = queue_family_;
   qi.queueCount = 1;
   qi.pQueuePriorities = &priority;
+  // VK_KHR_push_descriptor (NVIDIA, AMD, Intel, lavapipe): a dispatch's bindings go into
+  // the command buffer, no descriptor set to allocate and update per dispatch (the host's
+  // cost per dispatch is what bounds a decode step). FORGE_VULKAN_PUSH_DESCRIPTORS=0 keeps
+  // the descriptor-pool path, which devices without the extension take.
+  uint32_t next = 0;
+  vkEnumerateDeviceExtensionProperties(phys_, nullptr, &next, nullptr);
+  std::vector<VkExtensionProperties> exts(next);
+  vkEnumerateDeviceExtensionProperties(phys_, nullptr, &next, exts.data());
+  const char* push_env = std::getenv("FORGE_VULKAN_PUSH_DESCRIPTORS");
+  const bool want_push = !(push_env && std::strcmp(push_env, "0") == 0);
+  for (const VkExtensionProperties& e : exts)
+    if (want_push && std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
+      push_descriptors_ = true;
+  const char* enabled[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
   auto di = make<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
   di.queueCreateInfoCount = 1;
   di.pQueueCreateInfos = &qi;
+  di.enabledExtensionCount = push_descriptors_ ? 1 : 0;
+  di.ppEnabledExtensionNames = push_descriptors_ ? enabled : nullptr;
   check(vkCreateDevice(phys_, &di, nullptr, &dev_), "vkCreateDevice");
+  if (push_descriptors_) {
+    push_descriptor_set_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
+        vkGetDeviceProcAddr(dev_, "vkCmdPushDescriptorSetKHR"));
+    push_descriptors_ = push_descriptor_set_ != nullptr;
+  }
   vkGetDeviceQueue(dev_, queue_family_, 0, &queue_);
 
   auto pi = make<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
@@ -183,6 +204,7 @@ Context::Pipeline& Context::pipeline(const char* shader, uint32_t bindings) {
   }
   auto li =
       make<VkDescriptorSetLayoutCreateInfo>(VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO);
+  if (push_descriptors_) li.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   li.bindingCount = bindings;
   li.pBindings = b.data();
   check(vkCreateDescriptorSetLayout(dev_, &li, nullptr, &p.set_layout),
@@ -317,7 +339,7 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
   }
   push.insert(push.end(), params.begin(), params.end());
   track(uses);
-  VkDescriptorSet set = descriptor_set(p.set_layout);
+  const VkDescriptorSet set = push_descriptors_ ? VK_NULL_HANDLE : descriptor_set(p.set_layout);
   std::vector<VkWriteDescriptorSet> writes(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
@@ -327,9 +349,15 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  vkUpdateDescriptorSets(dev_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (push_descriptors_) {
+    push_descriptor_set_(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
+                         static_cast<uint32_t>(writes.size()), writes.data());
+  } else {
+    vkUpdateDescriptorSets(dev_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,
+                            nullptr);
+  }
   vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                      static_cast<uint32_t>(push.size() * 4), push.data());
   const bool timed = profiling_ && timed_.size() * 2 + 2 <= 2 * kMaxBatchCommands;

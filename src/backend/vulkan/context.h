@@ -181,6 +181,8 @@ class Context {
   VkFence fence_ = VK_NULL_HANDLE;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   bool recording_ = false;
+  bool push_descriptors_ = false;  // VK_KHR_push_descriptor enabled
+  PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   uint32_t commands_ = 0;
   std::unordered_map<std::string, Pipeline> pipelines_;
   std::vector<VkDescriptorPool> desc_pools_;
