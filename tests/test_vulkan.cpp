@@ -200,11 +200,11 @@ TEST_F(Vulkan, ProfilingReportsTimePerShader) {
   ctx.set_profiling(true);
   const Tensor a = Tensor::from_vector(ramp(96 * 80), {96, 80}, dev_);
   for (int i = 0; i < 3; ++i) (void)gelu(matmul(a, a, {.trans_b = true})).to_vector<float>();
-  const std::vector<vk::Context::ShaderTime> times = ctx.profile();
+  const std::vector<KernelTime> times = ctx.profile();
   ctx.set_profiling(false);
   bool matmul_seen = false;
   for (const auto& t : times) {
-    if (t.shader == "matmul") {
+    if (t.kernel == "matmul") {
       matmul_seen = true;
       EXPECT_EQ(t.dispatches, 3u);
       EXPECT_GT(t.ms, 0.0);

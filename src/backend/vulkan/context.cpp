@@ -431,8 +431,8 @@ void Context::collect_timestamps() {
                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
         "vkGetQueryPoolResults");
   for (size_t i = 0; i < timed_.size(); ++i) {
-    ShaderTime& t = times_[timed_[i]];
-    t.shader = timed_[i];
+    KernelTime& t = times_[timed_[i]];
+    t.kernel = timed_[i];
     ++t.dispatches;
     const uint64_t d = ticks[2 * i + 1] >= ticks[2 * i] ? ticks[2 * i + 1] - ticks[2 * i] : 0;
     t.ms += static_cast<double>(d) * timestamp_ns_ * 1e-6;
@@ -440,13 +440,13 @@ void Context::collect_timestamps() {
   timed_.clear();
 }
 
-std::vector<Context::ShaderTime> Context::profile() {
+std::vector<KernelTime> Context::profile() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   flush();
-  std::vector<ShaderTime> out;
+  std::vector<KernelTime> out;
   for (const auto& [name, t] : times_) out.push_back(t);
   std::sort(out.begin(), out.end(),
-            [](const ShaderTime& a, const ShaderTime& b) { return a.ms > b.ms; });
+            [](const KernelTime& a, const KernelTime& b) { return a.ms > b.ms; });
   return out;
 }
 

@@ -137,14 +137,9 @@ class Context {
 
   /// GPU time per shader from timestamp queries around every dispatch (for --profile).
   /// Enabling flushes; Error(Unsupported) if the queue has no timestamps.
-  struct ShaderTime {
-    std::string shader;
-    uint64_t dispatches = 0;
-    double ms = 0.0;
-  };
   void set_profiling(bool on);
   /// Totals since profiling was enabled, by shader name (flushes first).
-  std::vector<ShaderTime> profile();
+  std::vector<KernelTime> profile();
 
  private:
   struct Pipeline {
@@ -208,7 +203,7 @@ class Context {
   bool profiling_ = false;
   double timestamp_ns_ = 1.0;
   std::vector<std::string> timed_;
-  std::map<std::string, ShaderTime> times_;
+  std::map<std::string, KernelTime> times_;
   void collect_timestamps();
 };
 

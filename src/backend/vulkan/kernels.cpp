@@ -313,7 +313,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
         params.push_back(static_cast<uint32_t>(x0));
         params.push_back(static_cast<uint32_t>(y0));
         params.push_back(static_cast<uint32_t>(z0));
-        params.push_back(0u);  // k_split: gemv_n's whole-k mode
+        params.push_back(0u);  // k_split: unused without flag 64 (whole k)
         ctx_->dispatch(shader, {a, b, bias ? *bias : a, o}, params,
                        static_cast<uint32_t>(std::min<uint64_t>(lim[0], tiles_n - x0)),
                        static_cast<uint32_t>(std::min<uint64_t>(lim[1], tiles_m - y0)),

@@ -52,11 +52,7 @@ void VulkanBackend::synchronize() {
 
 void VulkanBackend::set_profiling(bool on) { ctx_->set_profiling(on); }
 
-std::vector<KernelTime> VulkanBackend::kernel_times() {
-  std::vector<KernelTime> out;
-  for (const Context::ShaderTime& t : ctx_->profile()) out.push_back({t.shader, t.dispatches, t.ms});
-  return out;
-}
+std::vector<KernelTime> VulkanBackend::kernel_times() { return ctx_->profile(); }
 
 Backend& backend(int index) {
   static std::mutex mutex;

@@ -4,7 +4,7 @@
 // Matrix-vector product for M = 1 with b stored [K, N] (not transposed): the decode step's
 // x @ W. A workgroup owns 32 columns of one k range; its 8 rows of invocations take every
 // 8th k of the range, and the 8 partial sums of a column are added in order. Same push
-// constants as matmul.comp plus k_split: with flags & 64, workgroup row y (gl_WorkGroupID.y)
+// constants as matmul.comp, k_split included: with flags & 64, workgroup row y (gl_WorkGroupID.y)
 // covers k in [y k_split, (y + 1) k_split) and writes its raw sum to o[(batch * splits + y)
 // * N + n] for gemv_reduce.comp to add in order (a GPU needs hundreds of workgroups to pull
 // its bandwidth; decode's N = 768 gives 24 column tiles).
