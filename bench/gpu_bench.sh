@@ -31,7 +31,7 @@ echo "forge prefill 1024: $(field "$OUT/prefill.json" prefill_ms prefill_tok_s) 
 top "$OUT/prefill.json" prefill_profile_ms
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 128 --decode-tokens 256 --train-steps 0 \
   --profile --json > "$OUT/decode.json"
-echo "forge decode: $(field "$OUT/decode.json" decode_tok_s decode_step_ms_median) (tok/s, ms)"
+echo "forge decode: $(field "$OUT/decode.json" decode_tok_s decode_step_ms_median decode_step_host_ms_median) (tok/s, ms per step, host ms per step)"
 top "$OUT/decode.json" decode_step_profile_ms
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1 --decode-tokens 0 --train-batch 16 \
   --train-seq 1024 --train-steps 3 --profile --json > "$OUT/train.json"

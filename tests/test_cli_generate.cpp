@@ -237,6 +237,10 @@ TEST_F(CliGenerate, BenchPresetReportsItsFigures) {
   for (const char* key : {"prefill_tok_s", "decode_tok_s", "peak_rss_mb", "weights_mb",
                           "kv_cache_mb", "decode_step_ms_median"})
     EXPECT_GT(j.value(key, 0.0), 0.0) << key;
+  // The host part of a step is a part of it.
+  EXPECT_GT(j.value("decode_step_host_ms_median", 0.0), 0.0);
+  EXPECT_LE(j["decode_step_host_ms_median"].get<double>(),
+            j["decode_step_ms_median"].get<double>());
   EXPECT_EQ(j["batch"], 2);
   EXPECT_EQ(j["prompt_tokens"], 8);
   EXPECT_EQ(j["decode_tokens"], 4);

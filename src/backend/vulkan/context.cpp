@@ -1,6 +1,7 @@
 // Logical device, compute queue, pipelines, descriptor sets, the recording command buffer
 // with hazard barriers, submission and fences.
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -18,6 +19,7 @@ constexpr uint32_t kMaxBatchCommands = 4096;
 constexpr uint32_t kSetsPerPool = 512;
 constexpr uint32_t kMaxBindings = 4;  // maxPerStageDescriptorStorageBuffers every device has
 constexpr uint32_t kPushBytes = 128;  // the minimum every device supports
+constexpr size_t kMaxTouched = 32;    // buffers tracked between barriers (see touched_)
 // Waiting longer than this for one batch means the device is stuck: report, do not hang.
 constexpr uint64_t kFenceTimeoutNs = 600ull * 1000 * 1000 * 1000;
 
@@ -279,18 +281,26 @@ void Context::barrier() {
   const VkPipelineStageFlags stages =
       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  written_.clear();
-  read_.clear();
+  touched_.clear();
 }
 
-void Context::track(const std::vector<std::pair<VkBuffer, bool>>& uses) {
+void Context::track(const Use* uses, size_t n) {
   if (recording_ && commands_ >= kMaxBatchCommands) flush();
   begin();
-  bool hazard = false;
-  for (const auto& [buf, write] : uses)
-    if (written_.count(buf) || (write && read_.count(buf))) hazard = true;
+  // A hazard: this command reads what an earlier one wrote, or writes what it read/wrote.
+  bool hazard = touched_.size() + n > kMaxTouched;
+  for (size_t i = 0; i < n && !hazard; ++i)
+    for (const Use& t : touched_)
+      if (t.first == uses[i].first && (t.second || uses[i].second)) hazard = true;
   if (hazard) barrier();
-  for (const auto& [buf, write] : uses) (write ? written_ : read_).insert(buf);
+  for (size_t i = 0; i < n; ++i) {
+    auto it = std::find_if(touched_.begin(), touched_.end(),
+                           [&](const Use& t) { return t.first == uses[i].first; });
+    if (it == touched_.end())
+      touched_.push_back(uses[i]);
+    else
+      it->second = it->second || uses[i].second;
+  }
   ++commands_;
 }
 
@@ -317,9 +327,11 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
   if (gx == 0 || gy == 0 || gz == 0) return;
   Pipeline& p = pipeline(shader, static_cast<uint32_t>(args.size()));
   const uint64_t align = std::max<uint64_t>(limits_.minStorageBufferOffsetAlignment, 4);
-  std::vector<uint32_t> push;
-  std::vector<VkDescriptorBufferInfo> infos(args.size());
-  std::vector<std::pair<VkBuffer, bool>> uses;
+  // Fixed arrays: no heap allocation per dispatch (a decode step records hundreds).
+  std::array<uint32_t, kPushBytes / 4> push{};
+  size_t npush = 0;
+  std::array<VkDescriptorBufferInfo, kMaxBindings> infos{};
+  std::array<Use, kMaxBindings> uses{};
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg& a = args[i];
     const Buffer& b = a.storage->buffer();
@@ -334,13 +346,13 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
                       " bytes exceeds maxStorageBufferRange = " +
                       std::to_string(limits_.maxStorageBufferRange) + " of " + name_);
     infos[i] = {b.buffer, base, range};
-    push.push_back(static_cast<uint32_t>(rem / 4));
-    uses.push_back({b.buffer, a.write});
+    push[npush++] = static_cast<uint32_t>(rem / 4);
+    uses[i] = {b.buffer, a.write};
   }
-  push.insert(push.end(), params.begin(), params.end());
-  track(uses);
+  for (uint32_t v : params) push[npush++] = v;
+  track(uses.data(), args.size());
   const VkDescriptorSet set = push_descriptors_ ? VK_NULL_HANDLE : descriptor_set(p.set_layout);
-  std::vector<VkWriteDescriptorSet> writes(args.size());
+  std::array<VkWriteDescriptorSet, kMaxBindings> writes{};
   for (size_t i = 0; i < args.size(); ++i) {
     writes[i] = make<VkWriteDescriptorSet>(VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET);
     writes[i].dstSet = set;
@@ -352,14 +364,14 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   if (push_descriptors_) {
     push_descriptor_set_(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
-                         static_cast<uint32_t>(writes.size()), writes.data());
+                         static_cast<uint32_t>(args.size()), writes.data());
   } else {
-    vkUpdateDescriptorSets(dev_, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    vkUpdateDescriptorSets(dev_, static_cast<uint32_t>(args.size()), writes.data(), 0, nullptr);
     vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,
                             nullptr);
   }
   vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                     static_cast<uint32_t>(push.size() * 4), push.data());
+                     static_cast<uint32_t>(npush * 4), push.data());
   const bool timed = profiling_ && timed_.size() * 2 + 2 <= 2 * kMaxBatchCommands;
   if (timed) {
     if (timed_.empty()) vkCmdResetQueryPool(cmd_, query_pool_, 0, 2 * kMaxBatchCommands);
@@ -393,8 +405,7 @@ void Context::flush() {
   for (VkDescriptorPool pool : desc_pools_) vkResetDescriptorPool(dev_, pool, 0);
   desc_pool_used_ = 0;
   desc_sets_in_pool_ = 0;
-  written_.clear();
-  read_.clear();
+  touched_.clear();
   commands_ = 0;
   collect_timestamps();
   // Buffers released while the batch was in flight can go now.

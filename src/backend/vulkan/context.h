@@ -22,7 +22,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
+#include <string_view>
 #include <vector>
 
 #include "forge/backend.h"
@@ -152,7 +152,10 @@ class Context {
   VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
   VkCommandBuffer begin();
   /// Hazard tracking: a barrier before a command that touches what is pending.
-  void track(const std::vector<std::pair<VkBuffer, bool>>& uses);
+  /// (buffer, written) pairs of one command.
+  using Use = std::pair<VkBuffer, bool>;
+  void track(const Use* uses, size_t n);
+  void track(std::initializer_list<Use> uses) { track(uses.begin(), uses.size()); }
   void barrier();
 
   Buffer create_buffer(size_t size, uint32_t type, bool map);
@@ -179,11 +182,19 @@ class Context {
   bool push_descriptors_ = false;  // VK_KHR_push_descriptor enabled
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   uint32_t commands_ = 0;
-  std::unordered_map<std::string, Pipeline> pipelines_;
+  // Looked up by the shader's name as a string_view (no std::string built per dispatch).
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, Pipeline, NameHash, std::equal_to<>> pipelines_;
   std::vector<VkDescriptorPool> desc_pools_;
   size_t desc_pool_used_ = 0;  // index of the pool being filled
   uint32_t desc_sets_in_pool_ = 0;
-  std::unordered_set<VkBuffer> written_, read_;  // since the last barrier
+  // Buffers touched since the last barrier and whether written: a short list searched
+  // linearly (a chain of dependent kernels puts a barrier every few commands; a barrier is
+  // also recorded when the list grows long, which is always correct).
+  std::vector<Use> touched_;
 
   // Memory: a type for device buffers, whether it is host-visible (then buffers are mapped
   // and the host copies directly), a host-visible type for staging otherwise.
