@@ -24,6 +24,12 @@ struct KernelTime {
   double ms = 0.0;         // device time between the timestamps around each dispatch
 };
 
+/// A recorded sequence of kernels (Backend::end_capture), run again by Backend::replay.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+};
+
 /// What a device can do, for `forge devices` and for code that must split buffers.
 struct DeviceInfo {
   Device device;
@@ -61,6 +67,25 @@ class Backend {
   /// Error(Unsupported) (the CPU: time its ops on the host instead).
   virtual void set_profiling(bool on);
   virtual std::vector<KernelTime> kernel_times();
+
+  // --- captured graphs (a decode step recorded once, replayed per token) ---
+  /// Whether begin_capture() works now. False on the CPU (no recording to save), and on a
+  /// GPU while profiling or without the features capture needs.
+  virtual bool can_capture() const { return false; }
+  /// The kernels called on this backend from now until end_capture() are RECORDED into a
+  /// graph, not run. The graph keeps every buffer it touches alive and reuses exactly those
+  /// buffers at each replay (its outputs are overwritten): values that change between
+  /// replays must reach its kernels through tensors the host writes before replay(), never
+  /// through kernel parameters. Host reads and writes of this device's tensors throw
+  /// Error(Backend) until end_capture(); only the capturing thread may use the device.
+  /// Error(Unsupported) unless can_capture().
+  virtual void begin_capture();
+  virtual std::shared_ptr<Graph> end_capture();
+  /// Ends a capture that failed halfway; no graph.
+  virtual void abort_capture();
+  /// Queues the graph's kernels after the work recorded so far: no submit of its own (the
+  /// next read submits everything at once).
+  virtual void replay(const Graph& g);
 
   // --- forward kernels (shapes as in ops.h; `out` is preallocated) ---
   /// a + b; b either matches a or is a row vector [C]. out may alias a.

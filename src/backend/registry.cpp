@@ -21,6 +21,18 @@ std::vector<KernelTime> Backend::kernel_times() {
               "device " + info().device.str() + " has no device timers (profiling)");
 }
 
+namespace {
+[[noreturn]] void no_capture(const Backend& b) {
+  throw Error(ErrorKind::Unsupported,
+              "device " + b.info().device.str() + " cannot capture graphs of kernels");
+}
+}  // namespace
+
+void Backend::begin_capture() { no_capture(*this); }
+std::shared_ptr<Graph> Backend::end_capture() { no_capture(*this); }
+void Backend::abort_capture() { no_capture(*this); }
+void Backend::replay(const Graph&) { no_capture(*this); }
+
 Backend& backend_for(Device device) {
   switch (device.kind) {
     case DeviceKind::Cpu: {

@@ -17,7 +17,9 @@ namespace {
 // bound (a long host loop of ops with no readback).
 constexpr uint32_t kMaxBatchCommands = 4096;
 constexpr uint32_t kSetsPerPool = 512;
-constexpr uint32_t kMaxBindings = 4;  // maxPerStageDescriptorStorageBuffers every device has
+// Storage buffers per dispatch: every device has 4 (maxPerStageDescriptorStorageBuffers),
+// which all generic kernels keep to; kernels of captured decode steps bind a fifth.
+constexpr uint32_t kMaxBindings = 8;
 constexpr uint32_t kPushBytes = 128;  // the minimum every device supports
 constexpr size_t kMaxTouched = 32;    // buffers tracked between barriers (see touched_)
 // Waiting longer than this for one batch means the device is stuck: report, do not hang.
@@ -44,6 +46,7 @@ Context::Context(int index, Device device) : device_(device) {
   limits_ = p2.properties.limits;
   name_ = p2.properties.deviceName;
   max_allocation_ = m3.maxMemoryAllocationSize;
+  max_bindings_ = std::min(kMaxBindings, limits_.maxPerStageDescriptorStorageBuffers);
   if (limits_.maxComputeWorkGroupInvocations < 256 || limits_.maxPushConstantsSize < kPushBytes)
     throw Error(ErrorKind::Unsupported,
                 "device " + device.str() + " (" + name_ +
@@ -285,7 +288,10 @@ void Context::barrier() {
 }
 
 void Context::track(const Use* uses, size_t n) {
-  if (recording_ && commands_ >= kMaxBatchCommands) flush();
+  if (recording_ && commands_ >= kMaxBatchCommands) {
+    if (capturing_) fail_capturing("more than 4096 commands in one graph");
+    flush();
+  }
   begin();
   // A hazard: this command reads what an earlier one wrote, or writes what it read/wrote.
   bool hazard = touched_.size() + n > kMaxTouched;
@@ -322,7 +328,7 @@ void Context::groups_1d(uint64_t n, uint32_t& gx, uint32_t& gy) const {
 
 void Context::dispatch(const char* shader, const std::vector<Arg>& args,
                        const std::vector<uint32_t>& params, uint32_t gx, uint32_t gy, uint32_t gz) {
-  if (args.size() > kMaxBindings || (args.size() + params.size()) * 4 > kPushBytes)
+  if (args.size() > max_bindings_ || (args.size() + params.size()) * 4 > kPushBytes)
     throw Error(ErrorKind::Backend, std::string("vulkan: ") + shader + ": too many arguments");
   if (gx == 0 || gy == 0 || gz == 0) return;
   Pipeline& p = pipeline(shader, static_cast<uint32_t>(args.size()));
@@ -346,6 +352,7 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
                       " bytes exceeds maxStorageBufferRange = " +
                       std::to_string(limits_.maxStorageBufferRange) + " of " + name_);
     infos[i] = {b.buffer, base, range};
+    if (capturing_) keep(*a.storage);
     push[npush++] = static_cast<uint32_t>(rem / 4);
     uses[i] = {b.buffer, a.write};
   }
@@ -384,15 +391,20 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
     vkCmdDispatch(cmd_, gx, gy, gz);
   }
   ++stats_.dispatches;
+  if (capturing_) ++capture_dispatches_;
 }
 
 void Context::flush() {
-  if (!recording_) return;
-  check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
-  recording_ = false;
+  if (capturing_) fail_capturing("a submit (a host read, a wait or a long batch)");
+  if (!recording_ && queued_.empty()) return;
+  if (recording_) {
+    check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    recording_ = false;
+    queued_.push_back(cmd_);
+  }
   auto si = make<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cmd_;
+  si.commandBufferCount = static_cast<uint32_t>(queued_.size());
+  si.pCommandBuffers = queued_.data();
   check(vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
   ++stats_.submits;
   const VkResult r = vkWaitForFences(dev_, 1, &fence_, VK_TRUE, kFenceTimeoutNs);
@@ -401,7 +413,15 @@ void Context::flush() {
                                         std::to_string(kFenceTimeoutNs / 1000000000) + " s");
   check(r, "vkWaitForFences");
   check(vkResetFences(dev_, 1, &fence_), "vkResetFences");
+  queued_.clear();
+  // The recording buffers of the batch (not the graphs'): cmd_ records on; the ones that
+  // replays set aside become spares.
   check(vkResetCommandBuffer(cmd_, 0), "vkResetCommandBuffer");
+  for (VkCommandBuffer c : used_) {
+    check(vkResetCommandBuffer(c, 0), "vkResetCommandBuffer");
+    spare_.push_back(c);
+  }
+  used_.clear();
   for (VkDescriptorPool pool : desc_pools_) vkResetDescriptorPool(dev_, pool, 0);
   desc_pool_used_ = 0;
   desc_sets_in_pool_ = 0;
@@ -412,6 +432,125 @@ void Context::flush() {
   for (const Buffer& b : zombies_) destroy_buffer(b);
   zombies_.clear();
 }
+
+// --- captured graphs ------------------------------------------------------------------------
+
+void Context::fail_capturing(const char* what) const {
+  throw Error(ErrorKind::Backend,
+              std::string("vulkan: ") + what + " while a graph is being captured on " + name_);
+}
+
+void Context::keep(const VkStorage& s) {
+  if (capture_seen_.insert(&s).second) capture_keep_.push_back(s.shared_from_this());
+}
+
+void Context::begin_capture() {
+  mutex_.lock();  // held until end_capture / abort_capture
+  try {
+    if (capturing_) fail_capturing("begin_capture");
+    if (!can_capture())
+      throw Error(ErrorKind::Unsupported,
+                  "vulkan: " + name_ +
+                      " cannot capture graphs now (needs VK_KHR_push_descriptor; not while "
+                      "profiling)");
+    flush();
+    VkCommandBuffer graph = VK_NULL_HANDLE;
+    auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+    ai.commandPool = cmd_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vkAllocateCommandBuffers(dev_, &ai, &graph), "vkAllocateCommandBuffers");
+    auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+    if (const VkResult r = vkBeginCommandBuffer(graph, &bi); r != VK_SUCCESS) {
+      vkFreeCommandBuffers(dev_, cmd_pool_, 1, &graph);
+      check(r, "vkBeginCommandBuffer");
+    }
+    saved_cmd_ = cmd_;
+    cmd_ = graph;
+    recording_ = true;
+    capturing_ = true;
+    commands_ = 0;
+    capture_dispatches_ = 0;
+    // The graph runs after whatever was submitted before it in the same batch (the host's
+    // writes of its inputs): a full barrier first.
+    barrier();
+  } catch (...) {
+    mutex_.unlock();
+    throw;
+  }
+}
+
+std::shared_ptr<CapturedGraph> Context::end_capture() {
+  if (!capturing_) throw Error(ErrorKind::Backend, "vulkan: end_capture without begin_capture");
+  barrier();  // and commands recorded after it see all its writes
+  const VkCommandBuffer graph = cmd_;
+  const VkResult r = vkEndCommandBuffer(graph);
+  cmd_ = saved_cmd_;
+  recording_ = false;
+  capturing_ = false;
+  touched_.clear();
+  commands_ = 0;
+  auto keep_list = std::move(capture_keep_);
+  capture_keep_.clear();
+  capture_seen_.clear();
+  mutex_.unlock();
+  if (r != VK_SUCCESS) {
+    retire(graph);
+    check(r, "vkEndCommandBuffer");
+  }
+  return std::make_shared<CapturedGraph>(*this, graph, std::move(keep_list), capture_dispatches_);
+}
+
+void Context::abort_capture() {
+  if (!capturing_) return;
+  const VkCommandBuffer graph = cmd_;
+  vkEndCommandBuffer(graph);
+  cmd_ = saved_cmd_;
+  recording_ = false;
+  capturing_ = false;
+  touched_.clear();
+  commands_ = 0;
+  capture_keep_.clear();
+  capture_seen_.clear();
+  mutex_.unlock();
+  retire(graph);
+}
+
+void Context::replay(const CapturedGraph& g) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (capturing_) fail_capturing("a replay");
+  if (recording_) {
+    // The batch so far goes first; recording continues in a fresh buffer after the graph.
+    check(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    recording_ = false;
+    queued_.push_back(cmd_);
+    used_.push_back(cmd_);
+    if (!spare_.empty()) {
+      cmd_ = spare_.back();
+      spare_.pop_back();
+    } else {
+      auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+      ai.commandPool = cmd_pool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      ai.commandBufferCount = 1;
+      check(vkAllocateCommandBuffers(dev_, &ai, &cmd_), "vkAllocateCommandBuffers");
+    }
+  }
+  // A graph in a batch twice would need simultaneous use: submit the first one.
+  if (std::find(queued_.begin(), queued_.end(), g.cmd()) != queued_.end()) flush();
+  queued_.push_back(g.cmd());
+  touched_.clear();  // the graph ends with a full barrier
+  ++stats_.replays;
+  stats_.dispatches += g.dispatches();
+}
+
+void Context::retire(VkCommandBuffer graph_cmd) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (std::find(queued_.begin(), queued_.end(), graph_cmd) != queued_.end()) flush();
+  vkFreeCommandBuffers(dev_, cmd_pool_, 1, &graph_cmd);
+}
+
+CapturedGraph::~CapturedGraph() { ctx_.retire(cmd_); }
 
 void Context::set_profiling(bool on) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);

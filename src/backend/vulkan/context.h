@@ -23,6 +23,7 @@
 #include <string>
 #include <unordered_map>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "forge/backend.h"
@@ -74,7 +75,8 @@ struct Buffer {
 class Context;
 
 /// Storage of a Vulkan tensor: a pooled buffer, returned to the pool on destruction.
-class VkStorage final : public Storage {
+/// (shared_from_this: a captured graph keeps alive every buffer it touches.)
+class VkStorage final : public Storage, public std::enable_shared_from_this<VkStorage> {
  public:
   VkStorage(Context& ctx, Device device, size_t bytes, Buffer buffer)
       : Storage(device, bytes), ctx_(ctx), buffer_(buffer) {}
@@ -93,6 +95,27 @@ struct Arg {
   size_t offset = 0;  // bytes
   size_t bytes = 0;
   bool write = false;
+};
+
+/// A captured sequence of commands (Context::begin_capture/end_capture): its command
+/// buffer, and every buffer its commands touch, kept alive for as long as the graph lives.
+class CapturedGraph final : public Graph {
+ public:
+  CapturedGraph(Context& ctx, VkCommandBuffer cmd,
+                std::vector<std::shared_ptr<const VkStorage>> keep, uint32_t dispatches)
+      : ctx_(ctx), cmd_(cmd), keep_(std::move(keep)), dispatches_(dispatches) {}
+  ~CapturedGraph() override;
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  VkCommandBuffer cmd() const { return cmd_; }
+  uint32_t dispatches() const { return dispatches_; }
+  const Context& context() const { return ctx_; }
+
+ private:
+  Context& ctx_;
+  VkCommandBuffer cmd_;
+  std::vector<std::shared_ptr<const VkStorage>> keep_;
+  uint32_t dispatches_;
 };
 
 class Context {
@@ -124,14 +147,35 @@ class Context {
                 const std::vector<uint32_t>& params, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   /// Groups for n 1-D workgroups, split as (x, y) within maxComputeWorkGroupCount.
   void groups_1d(uint64_t n, uint32_t& gx, uint32_t& gy) const;
-  /// Submits the recorded work and waits for it.
+  /// Submits the recorded work (and the graphs queued by replay) and waits for it.
   void flush();
-  bool pending() const { return recording_ && commands_ > 0; }
+  bool pending() const { return (recording_ && commands_ > 0) || !queued_.empty(); }
+  /// Storage buffers one dispatch may bind on this device (4 to 8).
+  uint32_t max_bindings() const { return max_bindings_; }
+
+  // --- captured graphs (context.cpp) ---
+  /// begin_capture works: push descriptors (a captured dispatch's bindings live in its
+  /// command buffer, not in pooled descriptor sets), and not while profiling.
+  bool can_capture() const { return push_descriptors_ && !profiling_; }
+  /// From now until end_capture(), dispatches, copies and fills are recorded into a
+  /// command buffer of their own, to be replayed; nothing runs. Submits the work recorded
+  /// so far first. Holds the context's mutex until end_capture()/abort_capture() (other
+  /// threads wait). Host reads and writes throw meanwhile.
+  void begin_capture();
+  std::shared_ptr<CapturedGraph> end_capture();
+  void abort_capture();
+  bool capturing() const { return capturing_; }
+  /// Queues the graph after the work recorded so far; the next flush submits both (and
+  /// anything recorded after) in one vkQueueSubmit.
+  void replay(const CapturedGraph& g);
+  /// Called by ~CapturedGraph: waits for the graph if queued, frees its command buffer.
+  void retire(VkCommandBuffer graph_cmd);
 
   struct Stats {
     uint64_t submits = 0;
     uint64_t dispatches = 0;
     uint64_t buffer_allocations = 0;  // vkAllocateMemory calls (pool misses)
+    uint64_t replays = 0;             // captured graphs queued
   };
   const Stats& stats() const { return stats_; }
 
@@ -157,6 +201,9 @@ class Context {
   void track(const Use* uses, size_t n);
   void track(std::initializer_list<Use> uses) { track(uses.begin(), uses.size()); }
   void barrier();
+  /// During a capture: the graph keeps `s` alive.
+  void keep(const VkStorage& s);
+  [[noreturn]] void fail_capturing(const char* what) const;
 
   Buffer create_buffer(size_t size, uint32_t type, bool map);
   void destroy_buffer(const Buffer& b);
@@ -179,6 +226,15 @@ class Context {
   VkFence fence_ = VK_NULL_HANDLE;
   VkPipelineCache pipeline_cache_ = VK_NULL_HANDLE;
   bool recording_ = false;
+  // Ended command buffers waiting for the next flush, in submission order (the batch before
+  // a replay, then the graph's), and the recording buffers among them to reset after it.
+  std::vector<VkCommandBuffer> queued_, used_, spare_;
+  bool capturing_ = false;
+  VkCommandBuffer saved_cmd_ = VK_NULL_HANDLE;  // the recording buffer during a capture
+  std::vector<std::shared_ptr<const VkStorage>> capture_keep_;
+  std::unordered_set<const VkStorage*> capture_seen_;
+  uint32_t capture_dispatches_ = 0;
+  uint32_t max_bindings_ = 4;
   bool push_descriptors_ = false;  // VK_KHR_push_descriptor enabled
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   uint32_t commands_ = 0;

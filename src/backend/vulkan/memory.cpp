@@ -116,11 +116,12 @@ std::shared_ptr<Storage> Context::allocate(size_t bytes, bool zero) {
   }
   auto storage = std::make_shared<VkStorage>(*this, device_, bytes, b);
   if (zero) {
-    if (b.mapped && !pending()) {
+    if (b.mapped && !pending() && !capturing_) {
       std::memset(b.mapped, 0, b.size);
     } else {
       track({{b.buffer, true}});
       vkCmdFillBuffer(cmd_, b.buffer, 0, VK_WHOLE_SIZE, 0);
+      if (capturing_) keep(*storage);  // zeroed again at every replay
     }
   }
   return storage;
@@ -179,6 +180,7 @@ void Context::staged_write(const Buffer& dst, size_t offset, const void* src, si
 
 void Context::write(const VkStorage& dst, size_t offset, const void* src, size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (capturing_) fail_capturing("a host write");
   if (bytes == 0) return;
   const Buffer& b = dst.buffer();
   if (b.mapped && !pending()) {
@@ -201,6 +203,7 @@ void Context::write(const VkStorage& dst, size_t offset, const void* src, size_t
 
 void Context::read(const VkStorage& src, size_t offset, void* dst, size_t bytes) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (capturing_) fail_capturing("a host read");
   if (bytes == 0) return;
   const Buffer& b = src.buffer();
   if (b.mapped) {
@@ -225,6 +228,10 @@ void Context::copy(const VkStorage& src, size_t src_offset, const VkStorage& dst
     copy(src, src_offset, *tmp, 0, bytes);
     copy(*tmp, 0, dst, dst_offset, bytes);
     return;
+  }
+  if (capturing_) {
+    keep(src);
+    keep(dst);
   }
   track({{s.buffer, false}, {d.buffer, true}});
   VkBufferCopy region{src_offset, dst_offset, bytes};

@@ -54,6 +54,13 @@ void VulkanBackend::set_profiling(bool on) { ctx_->set_profiling(on); }
 
 std::vector<KernelTime> VulkanBackend::kernel_times() { return ctx_->profile(); }
 
+void VulkanBackend::replay(const Graph& g) {
+  const auto* captured = dynamic_cast<const CapturedGraph*>(&g);
+  if (!captured || &captured->context() != ctx_.get())
+    throw Error(ErrorKind::Device, "vulkan: replay of a graph another device made");
+  ctx_->replay(*captured);
+}
+
 Backend& backend(int index) {
   static std::mutex mutex;
   // Backends live until exit (tensors in static storage may outlive any teardown order).

@@ -28,6 +28,11 @@ class VulkanBackend final : public Backend {
   void synchronize() override;
   void set_profiling(bool on) override;
   std::vector<KernelTime> kernel_times() override;
+  bool can_capture() const override { return ctx_->can_capture(); }
+  void begin_capture() override { ctx_->begin_capture(); }
+  std::shared_ptr<Graph> end_capture() override { return ctx_->end_capture(); }
+  void abort_capture() override { ctx_->abort_capture(); }
+  void replay(const Graph& g) override;
 
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gelu(const Tensor& x, Tensor& out) override;
