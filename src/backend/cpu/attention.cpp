@@ -70,7 +70,7 @@ void CpuBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
     a.first = pos + t0;
     a.hd = hd;
     a.scale = scale;
-    std::vector<float> scratch(attn_scratch_floats(a.rows, hd));
+    std::vector<float> scratch(attn_scratch_floats(a));
     kernel(a, scratch.data());
   });
 }

@@ -12,6 +12,10 @@ namespace forge::cpu {
 inline constexpr int64_t kAttnBr = 64;   // queries per tile (a task of the thread pool)
 inline constexpr int64_t kAttnBc = 64;   // keys per online-softmax step
 inline constexpr int64_t kAttnPad = 16;  // hd is padded to a multiple of this (a zmm)
+/// Tiles of at most this many queries (decode steps) skip the blocked schedule.
+inline constexpr int64_t kAttnRowsDirect = 4;
+/// Queries whose scores are formed together (each key vector loaded once for them).
+inline constexpr int64_t kAttnGroup = 4;
 
 /// One tile: `rows` (1..kAttnBr) consecutive queries; query r sees keys 0..first + r.
 struct AttnTile {
@@ -30,13 +34,19 @@ struct AttnTile {
 
 inline int64_t attn_padded(int64_t hd) { return (hd + kAttnPad - 1) / kAttnPad * kAttnPad; }
 
-/// Floats of scratch one tile of `rows` queries needs (see attention_loops.h for the layout).
-inline size_t attn_scratch_floats(int64_t rows, int64_t hd) {
-  const int64_t hdp = attn_padded(hd);
-  return static_cast<size_t>(2 * rows * hdp + 2 * kAttnBc * hdp + 2 * rows);
+/// Floats of scratch a tile needs (see attention_loops.h for the layouts).
+/// rows rounded up to a whole number of groups.
+inline int64_t attn_group_rows(int64_t rows) {
+  return (rows + kAttnGroup - 1) / kAttnGroup * kAttnGroup;
 }
 
-/// The kernel per ISA; `scratch` holds attn_scratch_floats(t.rows, t.hd) floats, any
+inline size_t attn_scratch_floats(const AttnTile& t) {
+  const int64_t hdp = attn_padded(t.hd);
+  if (t.rows <= kAttnRowsDirect) return static_cast<size_t>(2 * hdp + t.first + t.rows);
+  return static_cast<size_t>((attn_group_rows(t.rows) + t.rows + 2 * kAttnBc) * hdp + 2 * t.rows);
+}
+
+/// The kernel per ISA; `scratch` holds attn_scratch_floats(t) floats, any
 /// contents. Call the AVX2/AVX-512 builds only when simd_level() allows them.
 void attention_tile_baseline(const AttnTile& t, float* scratch);
 void attention_tile_avx2(const AttnTile& t, float* scratch);
