@@ -252,8 +252,8 @@ Vec kv_append(const Vec& cache, const Vec& x, int64_t G, int64_t cap, int64_t t,
   return out;
 }
 
-Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D,
-                    const Vec& k_cache, const Vec& v_cache, int64_t cap, int64_t pos) {
+Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D, const Vec& k_cache,
+                    const Vec& v_cache, int64_t cap, int64_t pos) {
   const int64_t C = H * D;
   const bool cached = !k_cache.empty();
   Attention r{Vec(idx(B * T * C)), k_cache, v_cache};

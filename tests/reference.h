@@ -82,8 +82,8 @@ Vec kv_append(const Vec& cache, const Vec& x, int64_t G, int64_t cap, int64_t t,
 struct Attention {
   Vec y, k_cache, v_cache;
 };
-Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D,
-                    const Vec& k_cache, const Vec& v_cache, int64_t cap, int64_t pos);
+Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D, const Vec& k_cache,
+                    const Vec& v_cache, int64_t cap, int64_t pos);
 
 /// Column sums of x [rows, cols]; abs_sum gets the column sums of |x|.
 Vec sum_rows(const Vec& x, int64_t cols, Vec* abs_sum = nullptr);

@@ -36,8 +36,10 @@ Tensor unfused(const Tensor& qkv, Tensor kc, Tensor vc, int64_t pos) {
   Tensor k = split_heads(qkv, kHeads, 1);
   Tensor v = split_heads(qkv, kHeads, 2);
   const int64_t S = pos + qkv.dim(1);
-  MatmulSpec qk{.trans_a = false, .trans_b = true,
-                .alpha = 1.0f / std::sqrt(static_cast<float>(kHd)), .b_rows = 0};
+  MatmulSpec qk{.trans_a = false,
+                .trans_b = true,
+                .alpha = 1.0f / std::sqrt(static_cast<float>(kHd)),
+                .b_rows = 0};
   MatmulSpec pv{};
   if (kc.defined()) {
     kv_append(kc, k, pos);
@@ -48,7 +50,7 @@ Tensor unfused(const Tensor& qkv, Tensor kc, Tensor vc, int64_t pos) {
     pv.b_rows = S;
   }
   const Tensor p = softmax(matmul(q, k, qk), true, pos);  // [B*H, T, S]
-  return merge_heads(matmul(p, v, pv), kHeads);          // [B, T, C]
+  return merge_heads(matmul(p, v, pv), kHeads);           // [B, T, C]
 }
 
 TEST(Attention, FusedEqualsTheUnfusedChainOnEveryDevice) {

@@ -295,15 +295,15 @@ TEST(OpsErrors, Attention) {
   // qkv [1, 2, 12]: C = 4, 2 heads of hd 2; caches [2, cap 4, 2].
   const Tensor qkv = f32({1, 2, 12});
   Tensor kc = f32({2, 4, 2}, 0.0f), vc = f32({2, 4, 2}, 0.0f);
-  EXPECT_OP_ERROR(attention(f32({2, 11}), 1), Shape, "attention");   // 11 not 3C
-  EXPECT_OP_ERROR(attention(f32({12}), 2), Shape, "attention");      // rank 1
+  EXPECT_OP_ERROR(attention(f32({2, 11}), 1), Shape, "attention");  // 11 not 3C
+  EXPECT_OP_ERROR(attention(f32({12}), 2), Shape, "attention");     // rank 1
   EXPECT_OP_ERROR(attention(f32({1, 1, 2, 12}), 2), Shape, "attention");
-  EXPECT_OP_ERROR(attention(qkv, 3), Shape, "attention");            // 3 does not divide 4
+  EXPECT_OP_ERROR(attention(qkv, 3), Shape, "attention");  // 3 does not divide 4
   EXPECT_OP_ERROR(attention(qkv, 0), Range, "attention");
   EXPECT_OP_ERROR(attention(u32({1, 2, 12}), 2), DType, "attention");
   EXPECT_OP_ERROR(attention(Tensor(), 2), Shape, "attention");
   EXPECT_OP_ERROR(attention(qkv, 2, Tensor(), Tensor(), 1), Range, "attention");  // no cache
-  EXPECT_OP_ERROR(attention(qkv, 2, kc, Tensor(), 0), Shape, "attention");  // one cache only
+  EXPECT_OP_ERROR(attention(qkv, 2, kc, Tensor(), 0), Shape, "attention");        // one cache only
   EXPECT_OP_ERROR(attention(qkv, 2, Tensor(), vc, 0), Shape, "attention");
   EXPECT_OP_ERROR(attention(qkv, 2, kc, vc, -1), Range, "attention");
   EXPECT_OP_ERROR(attention(qkv, 2, kc, vc, 3), Range, "attention");  // 3 + 2 > 4

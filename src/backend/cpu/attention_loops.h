@@ -2,12 +2,13 @@
 // whatever instruction set the including file is compiled for. In an unnamed namespace for
 // the reason span_loops.h gives: each ISA's file must keep its own copy.
 //
-// Tiles of more than kAttnRowsDirect queries take flash-attention's schedule: the tile's queries (scaled, zero-padded to hdp
-// floats) stay in scratch; keys are taken kAttnBc at a time, transposed into Kt so that
-// the scores of one query against the block are an axpy over the block's 64 keys (vector
-// lanes = keys), then an online softmax: running max m and sum l per query, the output
-// accumulator O rescaled by exp(m_old - m_new) whenever the max grows. The [T, S] score
-// matrix never exists; every inner loop has a fixed trip count the compiler vectorizes.
+// Tiles of more than kAttnRowsDirect queries take flash-attention's schedule: the tile's
+// queries (scaled, zero-padded to hdp floats) stay in scratch; keys are taken kAttnBc at a
+// time, transposed into Kt so that the scores of a query against the block are an axpy over
+// the block's 64 keys (vector lanes = keys, kAttnGroup queries per pass), then an online
+// softmax: running max m and sum l per query, the output accumulator O rescaled by
+// exp(m_old - m_new) whenever the max grows. The [T, S] score matrix never exists; every
+// inner loop has a fixed trip count the compiler vectorizes.
 #pragma once
 
 #include <algorithm>
@@ -28,8 +29,8 @@ static_assert(kAttnBc % kLanes == 0 && kAttnBc % 4 == 0);
 /// rows. Memory-bound on the keys and values, like the decode step it serves.
 inline void attention_rows_loop(const AttnTile& a, float* scratch) {
   const int64_t hd = a.hd, hdp = attn_padded(hd);
-  float* q = scratch;       // [hdp] the scaled query
-  float* acc = q + hdp;     // [hdp] the weighted sum of values
+  float* q = scratch;        // [hdp] the scaled query
+  float* acc = q + hdp;      // [hdp] the weighted sum of values
   float* score = acc + hdp;  // [first + rows] scores, then their exponentials
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t n = a.first + r + 1;  // keys query r sees

@@ -255,8 +255,8 @@ void VulkanBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t B = o.dim(0), T = o.dim(1), C = o.dim(2), hd = C / n_head, G = B * n_head;
   if (hd > 128)
-    throw Error(ErrorKind::Unsupported, "vulkan: attention: head dimension " +
-                                            std::to_string(hd) + " > 128 is not supported");
+    throw Error(ErrorKind::Unsupported, "vulkan: attention: head dimension " + std::to_string(hd) +
+                                            " > 128 is not supported");
   const bool cached = k_cache.defined();
   // Every index the shaders form stays below the element counts checked here (32-bit).
   u(qkv.numel());
@@ -270,10 +270,15 @@ void VulkanBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache
   // (prefill only: BR = 64, or 32 for hd > 64 as the shader's shared memory allows).
   const bool wide = hd > 64;
   const int64_t tiles = (T + (wide ? 32 : 64) - 1) / (wide ? 32 : 64);
-  const std::vector<uint32_t> params = {
-      u(T),   u(n_head),        u(hd), u(cached ? k_cache.dim(1) : 0),
-      u(pos), cached ? 1u : 0u, f(1.0f / std::sqrt(static_cast<float>(hd))),
-      u(tiles), u(G)};
+  const std::vector<uint32_t> params = {u(T),
+                                        u(n_head),
+                                        u(hd),
+                                        u(cached ? k_cache.dim(1) : 0),
+                                        u(pos),
+                                        cached ? 1u : 0u,
+                                        f(1.0f / std::sqrt(static_cast<float>(hd))),
+                                        u(tiles),
+                                        u(G)};
   const std::vector<Arg> args = {in(qkv), kc, vc, out(o)};
   uint32_t gx = 0, gy = 0;
   // A decode step (T small): a workgroup per query scanning all its keys. Prefill: the
