@@ -7,8 +7,8 @@
 //   probabilities        relative (softmax 1e-4, softmax_bwd and ce_bwd 1e-3 of the element's
 //                        own magnitude): with V = 50257 every probability is ~2e-5, below any
 //                        absolute tolerance worth having;
-//   data movement        exact (embedding, heads, kv_append), and masked/dropped entries
-//                        exactly 0.
+//   data movement        exact (embedding, heads, kv_append, attention's cache rows), and
+//                        masked/dropped entries exactly 0.
 // Inputs are uniform [-2, 2] unless a case says otherwise; ids are in range, with the first
 // and last valid id forced in where it matters.
 #include "op_cases.h"
@@ -776,6 +776,67 @@ void add_heads(Cases& cs) {
 }
 
 // ---------------------------------------------------------------------------------------
+// attention: the fused causal attention, with and without a KV cache
+// ---------------------------------------------------------------------------------------
+
+void add_attention(Cases& cs) {
+  struct AttnCase {
+    int64_t B, T, H, D;
+    int64_t cap;  // 0: no caches
+    int64_t pos;
+    bool rank2 = false;  // qkv given as [T, 3C]
+  };
+  // Decode (T <= 8 takes Vulkan's per-query kernel; pos 300 spans two of its 256-key
+  // chunks), prefill tiles (T = 80, 130: more than one 64-query tile, not a multiple; T = 9
+  // the smallest prefill), hd 72 and 128 (the hd <= 128 prefill variant), B = 2, and
+  // cache rows past pos + T that must stay as they were.
+  const std::vector<AttnCase> list = {
+      {1, 1, 2, 16, 8, 0},     {1, 1, 4, 8, 16, 5},   {1, 1, 2, 64, 80, 70},
+      {1, 1, 1, 8, 320, 300},  {2, 3, 2, 16, 10, 4},  {1, 1, 1, 128, 8, 3},
+      {1, 1, 2, 16, 0, 0},     {2, 5, 1, 8, 0, 0},    {1, 9, 4, 8, 12, 2},
+      {1, 80, 2, 16, 0, 0},    {1, 130, 1, 64, 0, 0}, {1, 80, 2, 16, 120, 33},
+      {2, 70, 2, 64, 100, 20}, {1, 20, 1, 72, 30, 3}, {1, 40, 1, 128, 50, 5},
+      {1, 9, 4, 8, 0, 0, true}};
+  for (const AttnCase& a : list) {
+    const int64_t B = a.B, T = a.T, H = a.H, D = a.D, cap = a.cap, pos = a.pos, C = H * D;
+    const bool cached = cap > 0;
+    const std::string shape = "B=" + std::to_string(B) + ",T=" + std::to_string(T) +
+                              ",H=" + std::to_string(H) + ",D=" + std::to_string(D) +
+                              (cached ? ",cap=" + std::to_string(cap) : "") +
+                              (a.rank2 ? ",rank2" : "");
+    const Dims qkv = a.rank2 ? Dims{T, 3 * C} : Dims{B, T, 3 * C};
+    const Dims cache{B * H, cap, D};
+    cs.add(
+        "attention", cached ? "cache,pos=" + std::to_string(pos) : "nocache", shape,
+        [qkv, cache, cached](CaseRng& r) {
+          Inputs in{F(r, qkv)};
+          if (cached) {
+            in.push_back(F(r, cache));
+            in.push_back(F(r, cache));
+          }
+          return in;
+        },
+        [H, pos, cached](const std::vector<Tensor>& t) {
+          if (!cached) return Outputs{host(attention(t[0], H))};
+          const Tensor y = attention(t[0], H, t[1], t[2], pos);
+          return Outputs{host(y), host(t[1]), host(t[2])};
+        },
+        [B, T, H, D, cap, pos, cached](const Inputs& x) {
+          const Vec none;
+          const ref::Attention r = ref::attention(W(x[0]), B, T, H, D, cached ? W(x[1]) : none,
+                                                  cached ? W(x[2]) : none, cap, pos);
+          Exp e{abs_tol(r.y, kFwdTol)};
+          if (cached) {
+            e.push_back(exact(r.k_cache));
+            e.push_back(exact(r.v_cache));
+          }
+          return e;
+        },
+        cached ? std::vector<int>{1, 2} : std::vector<int>{});
+  }
+}
+
+// ---------------------------------------------------------------------------------------
 // Training: sum_rows, scatter_add_rows, gather_nll, ce_bwd, dropout, sumsq, adamw
 // ---------------------------------------------------------------------------------------
 
@@ -971,6 +1032,7 @@ std::vector<OpCase> build() {
   add_layernorm(cs);
   add_embedding(cs);
   add_heads(cs);
+  add_attention(cs);
   add_training(cs);
   return std::move(cs.list);
 }

@@ -252,6 +252,53 @@ Vec kv_append(const Vec& cache, const Vec& x, int64_t G, int64_t cap, int64_t t,
   return out;
 }
 
+Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D, const Vec& k_cache,
+                    const Vec& v_cache, int64_t cap, int64_t pos) {
+  const int64_t C = H * D;
+  const bool cached = !k_cache.empty();
+  Attention r{Vec(idx(B * T * C)), k_cache, v_cache};
+  // The element of part (0 q, 1 k, 2 v) of head h at new position t of batch b.
+  auto at = [&](int64_t b, int64_t t, int part, int64_t h, int64_t d) {
+    return qkv[idx((b * T + t) * 3 * C + part * C + h * D + d)];
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t g = b * H + h;
+      if (cached)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < D; ++d) {
+            r.k_cache[idx((g * cap + pos + t) * D + d)] = at(b, t, 1, h, d);
+            r.v_cache[idx((g * cap + pos + t) * D + d)] = at(b, t, 2, h, d);
+          }
+      // Key/value element d of position s: the updated cache, or the new rows (pos = 0).
+      auto key = [&](int64_t s, int64_t d) {
+        return cached ? r.k_cache[idx((g * cap + s) * D + d)] : at(b, s, 1, h, d);
+      };
+      auto value = [&](int64_t s, int64_t d) {
+        return cached ? r.v_cache[idx((g * cap + s) * D + d)] : at(b, s, 2, h, d);
+      };
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t S = pos + t + 1;  // positions query t sees
+        Vec score(idx(S));
+        double mx = -INFINITY;
+        for (int64_t s = 0; s < S; ++s) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < D; ++d) dot += at(b, t, 0, h, d) * key(s, d);
+          score[idx(s)] = dot / std::sqrt(static_cast<double>(D));
+          mx = std::max(mx, score[idx(s)]);
+        }
+        double sum = 0.0;
+        for (double& v : score) sum += (v = std::exp(v - mx));
+        for (int64_t d = 0; d < D; ++d) {
+          double y = 0.0;
+          for (int64_t s = 0; s < S; ++s) y += score[idx(s)] * value(s, d);
+          r.y[idx((b * T + t) * C + h * D + d)] = y / sum;
+        }
+      }
+    }
+  return r;
+}
+
 Vec sum_rows(const Vec& x, int64_t cols, Vec* abs_sum) {
   Vec out(idx(cols), 0.0);
   if (abs_sum) abs_sum->assign(idx(cols), 0.0);

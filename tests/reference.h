@@ -75,6 +75,16 @@ Vec unmerge_heads(const Vec& x, int64_t B, int64_t T, int64_t H, int64_t D);
 Vec kv_append(const Vec& cache, const Vec& x, int64_t G, int64_t cap, int64_t t, int64_t D,
               int64_t pos);
 
+/// Fused causal attention (ops.h attention), straight from its formula. qkv [B, T, 3*H*D];
+/// k_cache, v_cache [B*H, cap, D], or both empty (no cache: pos must be 0, keys are the new
+/// positions). Fills y [B, T, H*D] and, with caches, their expected contents afterwards
+/// (rows pos..pos+T-1 replaced by the new keys/values, every other row as given).
+struct Attention {
+  Vec y, k_cache, v_cache;
+};
+Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D, const Vec& k_cache,
+                    const Vec& v_cache, int64_t cap, int64_t pos);
+
 /// Column sums of x [rows, cols]; abs_sum gets the column sums of |x|.
 Vec sum_rows(const Vec& x, int64_t cols, Vec* abs_sum = nullptr);
 /// zeros([num_rows, cols]); out[ids[i], :] += src[i, :]. abs_sum: the same with |src|.

@@ -291,6 +291,38 @@ TEST(OpsErrors, KvAppend) {
   EXPECT_NO_THROW(kv_append(cache, f32({2, 2, 3}), 2));
 }
 
+TEST(OpsErrors, Attention) {
+  // qkv [1, 2, 12]: C = 4, 2 heads of hd 2; caches [2, cap 4, 2].
+  const Tensor qkv = f32({1, 2, 12});
+  Tensor kc = f32({2, 4, 2}, 0.0f), vc = f32({2, 4, 2}, 0.0f);
+  EXPECT_OP_ERROR(attention(f32({2, 11}), 1), Shape, "attention");  // 11 not 3C
+  EXPECT_OP_ERROR(attention(f32({12}), 2), Shape, "attention");     // rank 1
+  EXPECT_OP_ERROR(attention(f32({1, 1, 2, 12}), 2), Shape, "attention");
+  EXPECT_OP_ERROR(attention(qkv, 3), Shape, "attention");  // 3 does not divide 4
+  EXPECT_OP_ERROR(attention(qkv, 0), Range, "attention");
+  EXPECT_OP_ERROR(attention(u32({1, 2, 12}), 2), DType, "attention");
+  EXPECT_OP_ERROR(attention(Tensor(), 2), Shape, "attention");
+  EXPECT_OP_ERROR(attention(qkv, 2, Tensor(), Tensor(), 1), Range, "attention");  // no cache
+  EXPECT_OP_ERROR(attention(qkv, 2, kc, Tensor(), 0), Shape, "attention");        // one cache only
+  EXPECT_OP_ERROR(attention(qkv, 2, Tensor(), vc, 0), Shape, "attention");
+  EXPECT_OP_ERROR(attention(qkv, 2, kc, vc, -1), Range, "attention");
+  EXPECT_OP_ERROR(attention(qkv, 2, kc, vc, 3), Range, "attention");  // 3 + 2 > 4
+  EXPECT_OP_ERROR(attention(qkv, 2, kc, vc, std::numeric_limits<int64_t>::max()), Range,
+                  "attention");
+  EXPECT_OP_ERROR(attention(qkv, 2, f32({3, 4, 2}), f32({3, 4, 2}), 0), Shape, "attention");
+  EXPECT_OP_ERROR(attention(qkv, 2, f32({2, 4, 3}), f32({2, 4, 3}), 0), Shape, "attention");
+  EXPECT_OP_ERROR(attention(qkv, 2, kc, f32({2, 5, 2}), 0), Shape, "attention");  // shapes differ
+  EXPECT_OP_ERROR(attention(qkv, 2, f32({8, 2}), f32({8, 2}), 0), Shape, "attention");
+  EXPECT_OP_ERROR(attention(qkv, 2, u32({2, 4, 2}), u32({2, 4, 2}), 0), DType, "attention");
+  const std::string msg = message_of([&] { attention(qkv, 2, kc, vc, 3); });
+  EXPECT_NE(msg.find("kv overflow"), std::string::npos) << msg;
+  // Nothing was written by the failed calls; an exact fit is fine, and so is T = 0.
+  for (float v : kc.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  EXPECT_NO_THROW(attention(qkv, 2, kc, vc, 2));
+  EXPECT_EQ(attention(f32({1, 0, 12}), 2, kc, vc, 4).shape(), Shape({1, 0, 4}));
+  EXPECT_EQ(attention(f32({3, 12}), 2).shape(), Shape({1, 3, 4}));
+}
+
 TEST(OpsErrors, AdamW) {
   Tensor p = f32({4}), m = f32({4}, 0.0f), v = f32({4}, 0.0f);
   const Tensor g = f32({4});

@@ -219,6 +219,7 @@ TEST(OpCases, CoverEveryOpOfOpsH) {
                                         "split_heads",
                                         "merge_heads",
                                         "kv_append",
+                                        "attention",
                                         "gelu_bwd",
                                         "softmax_bwd",
                                         "layernorm_bwd",

@@ -139,6 +139,35 @@ TEST_F(Vulkan, MixingDevicesIsAnError) {
   }
 }
 
+// The fused attention: one dispatch per call (the cache writes included), caches on
+// another device refused by the ops layer, head dimensions beyond the shaders' 128 refused.
+TEST_F(Vulkan, AttentionIsOneDispatchAndChecksDevicesAndHeadSize) {
+  vk::Context& ctx = context_of(dev_);
+  const Tensor qkv = Tensor::from_vector(ramp(20 * 3 * 32), {1, 20, 3 * 32}, dev_);
+  Tensor kc = Tensor::zeros({2, 24, 16}, DType::F32, dev_);
+  Tensor vc = Tensor::zeros({2, 24, 16}, DType::F32, dev_);
+  backend_for(dev_).synchronize();
+  for (int64_t T : {1, 20}) {  // the decode and the prefill kernel
+    const uint64_t before = ctx.stats().dispatches;
+    const Tensor y = attention(qkv.reshape({20, 96}).narrow_rows(0, T), 2, kc, vc, 0);
+    EXPECT_EQ(ctx.stats().dispatches - before, 1u) << "T = " << T;
+  }
+  Tensor cpu_cache = Tensor::zeros({2, 24, 16});
+  try {
+    (void)attention(qkv, 2, cpu_cache, vc, 0);
+    ADD_FAILURE() << "no error for a cache on the CPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind("attention:", 0), 0u) << e.what();
+  }
+  try {
+    (void)attention(Tensor::zeros({1, 2, 3 * 160}, DType::F32, dev_), 1);
+    ADD_FAILURE() << "no error for hd 160";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+  }
+}
+
 // Views at element offsets that are not multiples of the binding alignment: the kernels
 // bind the aligned-down offset and add the remainder themselves.
 TEST_F(Vulkan, ViewsAtUnalignedOffsetsMatchTheCpu) {

@@ -109,6 +109,10 @@ class Backend {
   virtual void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) = 0;
   virtual void merge_heads(const Tensor& x, int64_t n_head, Tensor& out) = 0;
   virtual void kv_append(Tensor& cache, const Tensor& x, int64_t pos) = 0;
+  /// Fused causal attention (ops.h). k_cache/v_cache are both undefined (then pos = 0) or
+  /// both [B*n_head, cap, hd] with pos + T <= cap; out: [B, T, C]; T >= 1, hd >= 1.
+  virtual void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                         int64_t pos, Tensor& out) = 0;
 
   // --- training kernels ---
   virtual void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;

@@ -90,6 +90,25 @@ Tensor merge_heads(const Tensor& x, int64_t n_head);
 /// x: [G, t, hd]. Error(Range) "kv overflow" if pos + t > cap.
 void kv_append(Tensor& cache, const Tensor& x, int64_t pos);
 
+/// Fused causal self-attention (inference): split_heads + kv_append + q k^T / sqrt(hd) +
+/// causal softmax + p v + merge_heads in one kernel, the [T, S] scores never stored.
+///   qkv: [B, T, 3C] (or [T, 3C], B = 1), laid out as split_heads expects;
+///   C = n_head * hd.
+///   k_cache, v_cache: both undefined, or both [B*n_head, cap, hd] (kv_append's layout).
+///   With caches, the keys and values of the T new positions are written to rows
+///   pos..pos+T-1 of the caches (in place: a Tensor is a handle, the caller's caches see
+///   them; other rows are untouched) and query t attends to cached rows 0..pos+t. Without
+///   caches pos must be 0 and query t attends to the new positions 0..t.
+/// Returns y: [B, T, C] (heads merged, like merge_heads):
+///   y[b, t, h*hd + d] = sum_{s <= pos+t} softmax_s(q_t . k_s / sqrt(hd)) v_s[d].
+/// Errors: qkv's rank/last dimension, n_head < 1 or not dividing C (Shape/Range), one cache
+/// without the other, a cache shape other than [B*n_head, cap, hd] or caches of different
+/// shapes (Shape), tensors on different devices (Device), pos < 0 or pos != 0 without
+/// caches (Range), "kv overflow" (Range) if pos + T > cap. The Vulkan kernels take
+/// hd <= 128 (Unsupported beyond).
+Tensor attention(const Tensor& qkv, int64_t n_head, Tensor k_cache = Tensor(),
+                 Tensor v_cache = Tensor(), int64_t pos = 0);
+
 // ----------------------------------------------------------------------------------------
 // Training ops (the backward rules of the ops above, the loss, the optimizer)
 // ----------------------------------------------------------------------------------------

@@ -76,4 +76,50 @@ inline void check_same_shape(const char* op, const char* na, const Tensor& a, co
                                    b.shape().str() + " must have the same shape");
 }
 
+// --- attention heads (heads.cpp, attention.cpp) ---
+
+inline void check_n_head(const char* op, int64_t n_head) {
+  if (n_head < 1) fail(ErrorKind::Range, op, "n_head must be >= 1, got " + std::to_string(n_head));
+}
+
+// C (the channels that the heads share) divisible by n_head.
+inline void check_divides(const char* op, const char* what, int64_t C, int64_t n_head,
+                          const Tensor& t) {
+  if (C % n_head != 0)
+    fail(ErrorKind::Shape, op,
+         "n_head " + std::to_string(n_head) + " does not divide " + what + " " + std::to_string(C) +
+             " of " + t.shape().str());
+}
+
+// a * b for a dimension, without overflow (possible when another dimension is 0, so that
+// divisibility no longer bounds n_head).
+inline int64_t dim_mul(const char* op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    fail(ErrorKind::Shape, op,
+         "dimension " + std::to_string(a) + " * " + std::to_string(b) + " overflows");
+  return r;
+}
+
+/// The dimensions of a fused projection output qkv: [B, T, 3C] or [T, 3C] (B = 1).
+struct QkvDims {
+  int64_t B = 1, T = 0, C = 0;
+};
+/// qkv is F32 of rank 2-3 with a last dimension 3C, C divisible by n_head >= 1.
+inline QkvDims check_qkv(const char* op, const Tensor& qkv, int64_t n_head) {
+  check_f32(op, "qkv", qkv);
+  check_rank(op, "qkv", qkv, 2, 3);
+  check_n_head(op, n_head);
+  const int64_t C3 = qkv.dim(-1);
+  if (C3 % 3 != 0)
+    fail(ErrorKind::Shape, op,
+         "last dimension of qkv " + qkv.shape().str() + " is not a multiple of 3");
+  QkvDims d;
+  d.C = C3 / 3;
+  check_divides(op, "C", d.C, n_head, qkv);
+  d.B = qkv.rank() == 3 ? qkv.dim(0) : 1;
+  d.T = qkv.dim(-2);
+  return d;
+}
+
 }  // namespace forge::ops_detail

@@ -10,28 +10,6 @@ using namespace ops_detail;
 
 namespace {
 
-void check_n_head(const char* op, int64_t n_head) {
-  if (n_head < 1) fail(ErrorKind::Range, op, "n_head must be >= 1, got " + std::to_string(n_head));
-}
-
-// C (the channels that the heads share) divisible by n_head.
-void check_divides(const char* op, const char* what, int64_t C, int64_t n_head, const Tensor& t) {
-  if (C % n_head != 0)
-    fail(ErrorKind::Shape, op,
-         "n_head " + std::to_string(n_head) + " does not divide " + what + " " + std::to_string(C) +
-             " of " + t.shape().str());
-}
-
-// a * b for a dimension, without overflow (possible when another dimension is 0, so that
-// divisibility no longer bounds n_head).
-int64_t dim_mul(const char* op, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r))
-    fail(ErrorKind::Shape, op,
-         "dimension " + std::to_string(a) + " * " + std::to_string(b) + " overflows");
-  return r;
-}
-
 // x is [B*n_head, T, hd]: the head-major layout. Returns B.
 int64_t check_head_major(const char* op, const char* name, const Tensor& x, int64_t n_head) {
   check_rank(op, name, x, 3, 3);
@@ -48,19 +26,10 @@ Tensor split_heads(const Tensor& qkv, int64_t n_head, int part) {
   const char* op = "split_heads";
   check_f32(op, "qkv", qkv);
   Backend& be = same_device(op, {&qkv});
-  check_rank(op, "qkv", qkv, 2, 3);
-  check_n_head(op, n_head);
   if (part < 0 || part > 2)
     fail(ErrorKind::Range, op, "part must be 0 (q), 1 (k) or 2 (v), got " + std::to_string(part));
-  const int64_t C3 = qkv.dim(-1);
-  if (C3 % 3 != 0)
-    fail(ErrorKind::Shape, op,
-         "last dimension of qkv " + qkv.shape().str() + " is not a multiple of 3");
-  const int64_t C = C3 / 3;
-  check_divides(op, "C", C, n_head, qkv);
-  const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1;
-  const int64_t T = qkv.dim(-2);
-  Tensor out = Tensor::empty(Shape::checked({dim_mul(op, B, n_head), T, C / n_head}, op),
+  const QkvDims d = check_qkv(op, qkv, n_head);
+  Tensor out = Tensor::empty(Shape::checked({dim_mul(op, d.B, n_head), d.T, d.C / n_head}, op),
                              DType::F32, qkv.device());
   if (out.numel() > 0) be.split_heads(qkv, n_head, part, out);
   return out;

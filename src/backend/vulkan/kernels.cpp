@@ -248,6 +248,52 @@ void VulkanBackend::kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
          {u(x.numel()), u(x.dim(1)), u(x.dim(2)), u(cache.dim(1)), u(pos)}, x.numel());
 }
 
+// --- attention ------------------------------------------------------------------------------
+
+void VulkanBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                              int64_t pos, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t B = o.dim(0), T = o.dim(1), C = o.dim(2), hd = C / n_head, G = B * n_head;
+  if (hd > 128)
+    throw Error(ErrorKind::Unsupported, "vulkan: attention: head dimension " + std::to_string(hd) +
+                                            " > 128 is not supported");
+  const bool cached = k_cache.defined();
+  // Every index the shaders form stays below the element counts checked here (32-bit).
+  u(qkv.numel());
+  u(o.numel());
+  if (cached) u(k_cache.numel());
+  // Without caches the cache bindings are qkv again (read-only here; the shaders never
+  // touch them when cached = 0): a shader binds exactly 4 buffers.
+  const Arg kc = cached ? out(k_cache) : in(qkv);
+  const Arg vc = cached ? out(v_cache) : in(qkv);
+  // Both shaders take the same push constants; tiles = query tiles per head of BR rows
+  // (prefill only: BR = 64, or 32 for hd > 64 as the shader's shared memory allows).
+  const bool wide = hd > 64;
+  const int64_t tiles = (T + (wide ? 32 : 64) - 1) / (wide ? 32 : 64);
+  const std::vector<uint32_t> params = {u(T),
+                                        u(n_head),
+                                        u(hd),
+                                        u(cached ? k_cache.dim(1) : 0),
+                                        u(pos),
+                                        cached ? 1u : 0u,
+                                        f(1.0f / std::sqrt(static_cast<float>(hd))),
+                                        u(tiles),
+                                        u(G)};
+  const std::vector<Arg> args = {in(qkv), kc, vc, out(o)};
+  uint32_t gx = 0, gy = 0;
+  // A decode step (T small): a workgroup per query scanning all its keys. Prefill: the
+  // tiled flash kernel (a workgroup per tile of queries), whose tiles would be mostly empty
+  // for a handful of queries.
+  constexpr int64_t kDecodeMaxT = 8;
+  if (T <= kDecodeMaxT) {
+    ctx_->groups_1d(static_cast<uint64_t>(G * T), gx, gy);
+    ctx_->dispatch("attention_decode", args, params, gx, gy);
+    return;
+  }
+  ctx_->groups_1d(static_cast<uint64_t>(G * tiles), gx, gy);
+  ctx_->dispatch(wide ? "attention_prefill_hd128" : "attention_prefill", args, params, gx, gy);
+}
+
 // --- matmul ---------------------------------------------------------------------------------
 
 void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& o,

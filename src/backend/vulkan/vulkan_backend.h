@@ -47,6 +47,8 @@ class VulkanBackend final : public Backend {
   void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) override;
   void merge_heads(const Tensor& x, int64_t n_head, Tensor& out) override;
   void kv_append(Tensor& cache, const Tensor& x, int64_t pos) override;
+  void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
+                 Tensor& out) override;
 
   void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) override;
   void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) override;

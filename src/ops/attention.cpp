@@ -1,0 +1,49 @@
+// Fused causal self-attention (inference, optionally over a KV cache). Validation and
+// dispatch only; the kernels are src/backend/cpu/attention.cpp and the Vulkan shaders
+// attention_decode.comp / attention_prefill*.comp.
+#include <string>
+
+#include "forge/ops.h"
+#include "ops/check.h"
+
+namespace forge {
+using namespace ops_detail;
+
+Tensor attention(const Tensor& qkv, int64_t n_head, Tensor k_cache, Tensor v_cache, int64_t pos) {
+  const char* op = "attention";
+  const QkvDims d = check_qkv(op, qkv, n_head);
+  const int64_t hd = d.C / n_head;
+  const int64_t G = dim_mul(op, d.B, n_head);  // (batch, head) pairs
+  if (k_cache.defined() != v_cache.defined())
+    fail(ErrorKind::Shape, op,
+         std::string("k_cache and v_cache must both be given or both be undefined, got ") +
+             (k_cache.defined() ? "only k_cache" : "only v_cache"));
+  const bool cached = k_cache.defined();
+  if (pos < 0) fail(ErrorKind::Range, op, "pos must be >= 0, got " + std::to_string(pos));
+  if (!cached && pos != 0)
+    fail(ErrorKind::Range, op,
+         "pos " + std::to_string(pos) + " without a KV cache (only the new positions exist)");
+  Backend& be = same_device(op, {&qkv, &k_cache, &v_cache});
+  if (cached) {
+    check_f32(op, "k_cache", k_cache);
+    check_f32(op, "v_cache", v_cache);
+    check_rank(op, "k_cache", k_cache, 3, 3);
+    check_same_shape(op, "k_cache", k_cache, "v_cache", v_cache);
+    if (k_cache.dim(0) != G || k_cache.dim(2) != hd)
+      fail(ErrorKind::Shape, op,
+           "cache " + k_cache.shape().str() + " does not fit qkv " + qkv.shape().str() +
+               " with n_head " + std::to_string(n_head) + " (need [" + std::to_string(G) +
+               ", cap, " + std::to_string(hd) + "])");
+    const int64_t cap = k_cache.dim(1);
+    // pos > cap - T rather than pos + T > cap: no overflow for huge pos.
+    if (pos > cap - d.T)
+      fail(ErrorKind::Range, op,
+           "kv overflow: pos " + std::to_string(pos) + " + " + std::to_string(d.T) +
+               " new rows > capacity " + std::to_string(cap));
+  }
+  Tensor out = Tensor::empty(Shape::checked({d.B, d.T, d.C}, op), DType::F32, qkv.device());
+  if (out.numel() > 0) be.attention(qkv, n_head, k_cache, v_cache, pos, out);
+  return out;
+}
+
+}  // namespace forge
