@@ -240,7 +240,7 @@ TEST(Gemm, EverySmallRowCount) {
         check_all_levels(flags_case(m, kn.first, kn.second, f), 7000 + idx++);
 }
 
-// K = 0 gives the bias (or zeros); the ops layer still calls the kernel.
+// K = 0 gives the bias (or zeros), through the epilogues; the ops layer still calls the kernel.
 TEST(Gemm, EmptyInnerDimension) {
   const Tensor a = Tensor::zeros({3, 0});
   const Tensor b = Tensor::zeros({0, 5});
@@ -249,6 +249,23 @@ TEST(Gemm, EmptyInnerDimension) {
   const std::vector<float> got = matmul(a, b, {}, bias).to_vector<float>();
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 5; ++j) EXPECT_EQ(got[i * 5 + j], j + 1);
+  // The epilogues too: gelu(bias), and acc + [gelu](bias).
+  MatmulSpec gelu;
+  gelu.gelu = true;
+  const std::vector<float> g = matmul(a, b, gelu, bias).to_vector<float>();
+  Tensor acc = Tensor::full({3, 5}, 0.25f);
+  matmul_add_(acc, a, b, gelu, bias);
+  const std::vector<float> ga = acc.to_vector<float>();
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      const double x = j + 1;
+      const double want = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      EXPECT_NEAR(g[i * 5 + j], want, 1e-5);
+      EXPECT_NEAR(ga[i * 5 + j], 0.25 + want, 1e-5);
+    }
+  Tensor acc2 = Tensor::full({3, 5}, 0.25f);
+  matmul_add_(acc2, a, b);
+  EXPECT_EQ(acc2.to_vector<float>(), std::vector<float>(15, 0.25f));
 }
 
 // The chunked tied LM head equals one unchunked matmul with trans_b (same kernels, same

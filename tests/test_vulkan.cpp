@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -70,6 +71,16 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
   for (size_t i = 0; i < got.size(); ++i)
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
   EXPECT_LE(worst, tol) << what;
+}
+
+// run(device) computes a list of outputs; each must agree between `gpu` and the CPU within tol.
+void expect_gpu_matches_cpu(const std::function<std::vector<std::vector<float>>(Device)>& run,
+                            Device gpu, double tol) {
+  const auto want = run(Device::cpu());
+  const auto got = run(gpu);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_near(got[i], want[i], tol, "output " + std::to_string(i));
 }
 
 TEST_F(Vulkan, DeviceInfoReportsLimits) {
@@ -177,11 +188,7 @@ TEST_F(Vulkan, GemvOnAlignedAndUnalignedViewsMatchesTheCpu) {
     }
     return outs;
   };
-  const auto cpu = run(Device::cpu());
-  const auto gpu = run(dev_);
-  ASSERT_EQ(cpu.size(), gpu.size());
-  for (size_t i = 0; i < cpu.size(); ++i)
-    expect_near(gpu[i], cpu[i], 1e-3, "output " + std::to_string(i));
+  expect_gpu_matches_cpu(run, dev_, 1e-3);
 }
 
 // Views at element offsets that are not multiples of the binding alignment: the kernels
@@ -206,11 +213,7 @@ TEST_F(Vulkan, ViewsAtUnalignedOffsetsMatchTheCpu) {
     outs.push_back(target.to_vector<float>());
     return outs;
   };
-  const auto cpu = run(Device::cpu());
-  const auto gpu = run(dev_);
-  ASSERT_EQ(cpu.size(), gpu.size());
-  for (size_t i = 0; i < cpu.size(); ++i)
-    expect_near(gpu[i], cpu[i], 1e-3, "output " + std::to_string(i));
+  expect_gpu_matches_cpu(run, dev_, 1e-3);
 }
 
 #ifdef FORGE_HAVE_VULKAN
