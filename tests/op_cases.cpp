@@ -308,10 +308,9 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
         const Vec bias_v = bias ? W(x[2]) : Vec{};
         Vec mag;
         Expected e;
-        e.value = accumulate
-                      ? ref::matmul_add(W(x[static_cast<size_t>(acc_index)]), a, W(x[1]), bias_v,
-                                        d, &mag)
-                      : ref::matmul(a, W(x[1]), bias_v, d, &mag);
+        e.value = accumulate ? ref::matmul_add(W(x[static_cast<size_t>(acc_index)]), a, W(x[1]),
+                                               bias_v, d, &mag)
+                             : ref::matmul(a, W(x[1]), bias_v, d, &mag);
         for (double s : mag) e.tol.push_back(tol_scale * reduction_tol(kFwdTol, s));
         return Exp{e};
       },
@@ -326,7 +325,7 @@ void add_matmul_epilogues(Cases& cs) {
   struct Mkn {
     int64_t m, k, n;
   };
-  const std::vector<Mkn> shapes = {{5, 9, 7},    {1, 64, 37},   {1, 96, 20}, {1, 785, 24},
+  const std::vector<Mkn> shapes = {{5, 9, 7},     {1, 64, 37},    {1, 96, 20}, {1, 785, 24},
                                    {33, 785, 17}, {130, 67, 257}, {1, 4096, 5}};
   for (bool accumulate : {false, true})
     for (size_t s = 0; s < shapes.size(); ++s)

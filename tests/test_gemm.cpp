@@ -259,7 +259,8 @@ TEST(Gemm, EmptyInnerDimension) {
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 5; ++j) {
       const double x = j + 1;
-      const double want = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      const double want =
+          0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
       EXPECT_NEAR(g[i * 5 + j], want, 1e-5);
       EXPECT_NEAR(ga[i * 5 + j], 0.25 + want, 1e-5);
     }
@@ -354,12 +355,10 @@ TEST(Gemm, EpiloguesOnEveryPath) {
       for (size_t i = 0; i < want.size(); ++i) {
         const double x = in.want[i];
         const double g =
-            gelu ? 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-                 : x;
+            gelu ? 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) : x;
         want[i] = (accumulate ? acc0[i] : 0.0) + g;
       }
-      const Shape out_shape = c.batch_a || c.batch_b ? Shape{c.batch(), c.m, c.n}
-                                                     : Shape{c.m, c.n};
+      const Shape out_shape = c.batch_a || c.batch_b ? Shape{c.batch(), c.m, c.n} : Shape{c.m, c.n};
       for (cpu::SimdLevel level : levels())
         for (int threads : {1, 3}) {
           ASSERT_TRUE(gemm::force_level(level));
@@ -377,9 +376,9 @@ TEST(Gemm, EpiloguesOnEveryPath) {
           for (size_t i = 0; i < got.size(); ++i) {
             const double tol = 1.2 * tolerance(in.scale[i]);
             if (!(std::abs(got[i] - want[i]) <= tol) && ++bad <= 3)
-              ADD_FAILURE() << c.str() << " mode=" << mode << " "
-                            << cpu::simd_level_name(level) << " threads=" << threads
-                            << ": element " << i << " got " << got[i] << " want " << want[i];
+              ADD_FAILURE() << c.str() << " mode=" << mode << " " << cpu::simd_level_name(level)
+                            << " threads=" << threads << ": element " << i << " got " << got[i]
+                            << " want " << want[i];
           }
           EXPECT_EQ(bad, 0) << c.str() << " mode=" << mode;
         }

@@ -177,8 +177,7 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   std::function<void()> sync;
   if (!on_cpu) sync = [&backend] { backend.synchronize(); };
   Tensor out;
-  const double sec =
-      median_seconds([&] { out = product(da, db, dbias, dacc); }, o.repeat, sync);
+  const double sec = median_seconds([&] { out = product(da, db, dbias, dacc); }, o.repeat, sync);
   const double flops = 2.0 * static_cast<double>(o.batch) * static_cast<double>(o.m) *
                        static_cast<double>(o.n) * static_cast<double>(o.k);
   const double gflops = flops / sec * 1e-9;

@@ -28,28 +28,31 @@ Resolved resolve(const char* op, const Tensor* acc, const Tensor& a, const Tenso
   check_rank(op, "a", a, 2, 3);
   check_rank(op, "b", b, 2, 3);
   if (a.rank() == 3 && b.rank() == 3 && a.dim(0) != b.dim(0))
-    fail(ErrorKind::Shape, op, "batch sizes differ: a " + a.shape().str() + " vs b " +
-                                   b.shape().str());
+    fail(ErrorKind::Shape, op,
+         "batch sizes differ: a " + a.shape().str() + " vs b " + b.shape().str());
   const int64_t M = spec.trans_a ? a.dim(-1) : a.dim(-2);
   const int64_t Ka = spec.trans_a ? a.dim(-2) : a.dim(-1);
   const int64_t b_stored_rows = b.dim(-2);
   if (spec.b_rows < 0 || spec.b_rows > b_stored_rows)
-    fail(ErrorKind::Range, op, "b_rows " + std::to_string(spec.b_rows) + " outside [0, " +
-                                   std::to_string(b_stored_rows) + "] for b " + b.shape().str());
+    fail(ErrorKind::Range, op,
+         "b_rows " + std::to_string(spec.b_rows) + " outside [0, " + std::to_string(b_stored_rows) +
+             "] for b " + b.shape().str());
   const int64_t b_rows = spec.b_rows > 0 ? spec.b_rows : b_stored_rows;
   const int64_t Kb = spec.trans_b ? b.dim(-1) : b_rows;
   const int64_t N = spec.trans_b ? b_rows : b.dim(-1);
   if (Ka != Kb)
-    fail(ErrorKind::Shape, op, "inner dimensions differ: a " + a.shape().str() +
-                                   (spec.trans_a ? " (transposed)" : "") + " vs b " +
-                                   b.shape().str() + (spec.trans_b ? " (transposed)" : "") +
-                                   (spec.b_rows > 0 ? " with b_rows " + std::to_string(b_rows) : ""));
+    fail(ErrorKind::Shape, op,
+         "inner dimensions differ: a " + a.shape().str() + (spec.trans_a ? " (transposed)" : "") +
+             " vs b " + b.shape().str() + (spec.trans_b ? " (transposed)" : "") +
+             (spec.b_rows > 0 ? " with b_rows " + std::to_string(b_rows) : ""));
   if (bias.defined() && (bias.rank() != 1 || bias.dim(0) != N))
-    fail(ErrorKind::Shape, op, "bias must be [" + std::to_string(N) + "], got " +
-                                   bias.shape().str());
+    fail(ErrorKind::Shape, op,
+         "bias must be [" + std::to_string(N) + "], got " + bias.shape().str());
   std::vector<int64_t> dims;
-  if (a.rank() == 3) dims.push_back(a.dim(0));
-  else if (b.rank() == 3) dims.push_back(b.dim(0));
+  if (a.rank() == 3)
+    dims.push_back(a.dim(0));
+  else if (b.rank() == 3)
+    dims.push_back(b.dim(0));
   dims.push_back(M);
   dims.push_back(N);
   return {be, std::move(dims)};
@@ -78,12 +81,13 @@ void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec
   const char* op = "matmul_add_";
   const Resolved r = resolve(op, &acc, a, b, spec, bias);
   if (acc.shape().dims() != r.dims)
-    fail(ErrorKind::Shape, op, "acc " + acc.shape().str() + " must be the product's shape " +
-                                   Shape::checked(r.dims, op).str());
+    fail(ErrorKind::Shape, op,
+         "acc " + acc.shape().str() + " must be the product's shape " +
+             Shape::checked(r.dims, op).str());
   // The kernels read acc once per element while reading a and b throughout: an acc sharing
   // memory with an operand would change it mid-product.
-  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"a", &a}, {"b", &b},
-                                {"bias", &bias}})
+  for (const auto& [name, t] :
+       {std::pair<const char*, const Tensor*>{"a", &a}, {"b", &b}, {"bias", &bias}})
     if (overlaps(acc, *t))
       fail(ErrorKind::Shape, op, std::string("acc overlaps ") + name + " in memory");
   // Tensors are contiguous by construction (views are reshapes and row ranges only).
@@ -102,11 +106,11 @@ Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks,
     const std::string name = "chunk " + std::to_string(i);
     check_f32(op, name.c_str(), c);
     if (c.device() != a.device())
-      fail(ErrorKind::Device, op, name + " is on " + c.device().str() + ", a on " +
-                                      a.device().str());
+      fail(ErrorKind::Device, op,
+           name + " is on " + c.device().str() + ", a on " + a.device().str());
     if (c.rank() != 2 || c.dim(1) != K)
-      fail(ErrorKind::Shape, op, name + " must be [rows, " + std::to_string(K) + "], got " +
-                                     c.shape().str());
+      fail(ErrorKind::Shape, op,
+           name + " must be [rows, " + std::to_string(K) + "], got " + c.shape().str());
     total += c.dim(0);
   }
   std::vector<int64_t> dims = a.shape().dims();

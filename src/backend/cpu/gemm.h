@@ -5,7 +5,8 @@
 // computes each MR x NR tile of C with broadcast-FMA. Transposed operands are read in place
 // while packing (no materialized transpose); alpha and the bias are applied when a tile is
 // stored, and so are the optional GELU and accumulation (the epilogue: the driver applies
-// them to each tile right after its last depth block, while it is in cache). Products with few rows (m <= kSmallM) skip packing and stream B at memory bandwidth.
+// them to each tile right after its last depth block, while it is in cache). Products with
+// few rows (m <= kSmallM) skip packing and stream B at memory bandwidth.
 //
 // One kernel set exists per instruction set (gemm_portable.cpp, gemm_avx2.cpp,
 // gemm_avx512.cpp); the driver (gemm_driver.cpp) does the blocking and the threading and is

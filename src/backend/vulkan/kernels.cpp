@@ -292,14 +292,13 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
     const uint64_t want = (wanted_groups + tiles - 1) / tiles;
     splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 256), 1,
                                   std::max<uint64_t>(1, lim[2] / batch));
-  } else if (gemv && !trans_b && tiles < 16 && K >= 2048 && tiles_n <= lim[0] &&
-             batch <= lim[2]) {
-    splits = std::clamp<uint64_t>(std::min<uint64_t>((64 + tiles - 1) / tiles, K / 1024), 1,
-                                  lim[1]);
+  } else if (gemv && !trans_b && tiles < 16 && K >= 2048 && tiles_n <= lim[0] && batch <= lim[2]) {
+    splits =
+        std::clamp<uint64_t>(std::min<uint64_t>((64 + tiles - 1) / tiles, K / 1024), 1, lim[1]);
   }
   if (splits > 1) {
     const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
-    const uint64_t s = (K + k_split - 1) / k_split;  // splits actually used
+    const uint64_t s = (K + k_split - 1) / k_split;          // splits actually used
     const uint64_t rows = static_cast<uint64_t>(batch) * M;  // rows of the output
     auto part = ctx_->scratch(rows * s * N * sizeof(float));
     std::vector<uint32_t> params = dims;
@@ -368,8 +367,8 @@ void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, flo
     Arg src = in(a);
     src.offset += static_cast<size_t>(r0 * K) * 4;
     src.bytes = static_cast<size_t>(rows * K) * 4;
-    gemm(src, in(chunk), nullptr, dst, {u(rows), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u},
-         false, true, alpha, 0u, 1, u(rows), u(V));
+    gemm(src, in(chunk), nullptr, dst, {u(rows), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u}, false,
+         true, alpha, 0u, 1, u(rows), u(V));
   }
 }
 
