@@ -230,6 +230,8 @@ struct MatmulCase {
   // Store this many extra rows in front of (unbatched) a and pass the view past them: a
   // tensor at a nonzero element offset.
   int64_t a_skip_rows = 0;
+  bool gelu = false;        // the epilogue MatmulSpec::gelu
+  bool accumulate = false;  // matmul_add_ onto an extra input acc (the last one) instead
 };
 
 void add_matmul_case(Cases& cs, const MatmulCase& c) {
@@ -251,6 +253,7 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
   if (c.cut_b_rows) variant += ",b_rows=" + std::to_string(used_rows);
   if (c.alpha != 1.0f) variant += ",alpha=" + num(c.alpha);
   if (a_skip > 0) variant += ",a_view=" + std::to_string(a_skip);
+  if (c.gelu) variant += ",gelu";
   std::string shape =
       "m=" + std::to_string(c.M) + ",k=" + std::to_string(c.K) + ",n=" + std::to_string(c.N);
   if (a_batched || b_batched) shape += ",B=" + std::to_string(c.B);
@@ -260,6 +263,7 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
   spec.trans_b = c.tb;
   spec.alpha = c.alpha;
   spec.b_rows = c.cut_b_rows ? used_rows : 0;
+  spec.gelu = c.gelu;
 
   ref::MatmulDims d;
   d.batch = (a_batched || b_batched) ? c.B : 1;
@@ -272,29 +276,88 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
   d.trans_b = c.tb;
   d.b_stored_rows = stored_rows;
   d.alpha = c.alpha;
+  d.gelu = c.gelu;
 
-  const bool bias = c.bias;
+  const bool bias = c.bias, accumulate = c.accumulate;
   const int64_t N = c.N;
+  // matmul_add_'s accumulator: the output's shape, after the other inputs.
+  Dims acc_shape{c.M, c.N};
+  if (a_batched || b_batched) acc_shape.insert(acc_shape.begin(), c.B);
+  const int acc_index = bias ? 3 : 2;
+  // |gelu'| <= 1.13: the epilogue passes the product's rounding error on, barely grown.
+  const double tol_scale = c.gelu ? 1.2 : 1.0;
   cs.add(
-      "matmul", variant, shape,
-      [ashape, bshape, bias, N](CaseRng& r) {
+      accumulate ? "matmul_add_" : "matmul", variant, shape,
+      [ashape, bshape, bias, N, accumulate, acc_shape](CaseRng& r) {
         Inputs in{F(r, ashape), F(r, bshape)};
         if (bias) in.push_back(F(r, {N}));
+        if (accumulate) in.push_back(F(r, acc_shape));
         return in;
       },
-      [spec, bias, a_skip](const std::vector<Tensor>& t) {
+      [spec, bias, a_skip, accumulate, acc_index](const std::vector<Tensor>& t) {
         const Tensor a = a_skip > 0 ? t[0].narrow_rows(a_skip, t[0].dim(0) - a_skip) : t[0];
-        return Outputs{host(matmul(a, t[1], spec, bias ? t[2] : Tensor()))};
+        const Tensor b_ = bias ? t[2] : Tensor();
+        if (!accumulate) return Outputs{host(matmul(a, t[1], spec, b_))};
+        Tensor acc = t[static_cast<size_t>(acc_index)];
+        matmul_add_(acc, a, t[1], spec, b_);
+        return Outputs{host(acc)};
       },
-      [d, bias, a_skip, a_cols](const Inputs& x) {
+      [d, bias, a_skip, a_cols, accumulate, acc_index, tol_scale](const Inputs& x) {
         Vec a = W(x[0]);
         a.erase(a.begin(), a.begin() + a_skip * a_cols);
+        const Vec bias_v = bias ? W(x[2]) : Vec{};
         Vec mag;
         Expected e;
-        e.value = ref::matmul(a, W(x[1]), bias ? W(x[2]) : Vec{}, d, &mag);
-        for (double s : mag) e.tol.push_back(reduction_tol(kFwdTol, s));
+        e.value = accumulate ? ref::matmul_add(W(x[static_cast<size_t>(acc_index)]), a, W(x[1]),
+                                               bias_v, d, &mag)
+                             : ref::matmul(a, W(x[1]), bias_v, d, &mag);
+        for (double s : mag) e.tol.push_back(tol_scale * reduction_tol(kFwdTol, s));
         return Exp{e};
-      });
+      },
+      accumulate ? std::vector<int>{acc_index} : std::vector<int>{});
+}
+
+// The epilogues (gelu, matmul_add_) on every kernel path: the small odd shape, GEMVs (M = 1)
+// with N odd (37: scalar columns), N % 8 != 0 but N % 4 == 0 (20: vec4 loads, a half-empty
+// last column group), k long enough to split (785 over 33 rows: tiles split k; 4096 over 5
+// columns: the GEMV splits), the 128x128 kernel, and GPT-2's decode products.
+void add_matmul_epilogues(Cases& cs) {
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  const std::vector<Mkn> shapes = {{5, 9, 7},     {1, 64, 37},    {1, 96, 20}, {1, 785, 24},
+                                   {33, 785, 17}, {130, 67, 257}, {1, 4096, 5}};
+  for (bool accumulate : {false, true})
+    for (size_t s = 0; s < shapes.size(); ++s)
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          // Rotate bias, batch, alpha (and gelu for matmul_add_) over the shapes.
+          const size_t k = s + static_cast<size_t>(2 * ta + tb);
+          MatmulCase c;
+          c.ta = ta;
+          c.tb = tb;
+          c.bias = k % 2 == 0;
+          c.batch = static_cast<Batch>((k / 2) % 4);
+          c.alpha = k % 3 == 0 ? -0.5f : 1.0f;
+          c.gelu = !accumulate || k % 3 != 1;
+          c.accumulate = accumulate;
+          c.B = 2;
+          c.M = shapes[s].m;
+          c.K = shapes[s].k;
+          c.N = shapes[s].n;
+          add_matmul_case(cs, c);
+        }
+  // GPT-2 124M decode: the MLP's x @ W_fc + b then GELU, and the residual x += h @ W_proj + b.
+  MatmulCase fc;
+  fc.bias = fc.gelu = true;
+  fc.K = 768;
+  fc.N = 3072;
+  add_matmul_case(cs, fc);
+  MatmulCase proj;
+  proj.bias = proj.accumulate = true;
+  proj.K = 3072;
+  proj.N = 768;
+  add_matmul_case(cs, proj);
 }
 
 void add_matmul(Cases& cs) {
@@ -1028,6 +1091,7 @@ std::vector<OpCase> build() {
   Cases cs;
   add_elementwise(cs);
   add_matmul(cs);
+  add_matmul_epilogues(cs);
   add_softmax(cs);
   add_layernorm(cs);
   add_embedding(cs);

@@ -81,11 +81,18 @@ Vec matmul(const Vec& a, const Vec& b, const Vec& bias, const MatmulDims& d, Vec
           mag += std::fabs(bias[idx(j)]);
         }
         const size_t o = idx((bt * M + i) * N + j);
-        out[o] = v;
+        out[o] = d.gelu ? gelu(v) : v;
         if (abs_sum) (*abs_sum)[o] = mag;
       }
     }
   }
+  return out;
+}
+
+Vec matmul_add(const Vec& acc, const Vec& a, const Vec& b, const Vec& bias, const MatmulDims& d,
+               Vec* abs_sum) {
+  Vec out = matmul(a, b, bias, d, abs_sum);
+  for (size_t i = 0; i < out.size(); ++i) out[i] += acc[i];
   return out;
 }
 

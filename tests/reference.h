@@ -37,12 +37,17 @@ struct MatmulDims {
   bool trans_b = false;       // b stored [N, K] per batch
   int64_t b_stored_rows = 0;  // rows of each stored b matrix (>= K, or >= N with trans_b)
   double alpha = 1.0;
+  bool gelu = false;  // the epilogue gelu(...) after the bias
 };
-/// out: [batch, m, n] = alpha * op(a) @ op(b) (+ bias[n] if bias is non-empty).
+/// out: [batch, m, n] = alpha * op(a) @ op(b) (+ bias[n] if bias is non-empty), then gelu
+/// of that with d.gelu.
 /// If abs_sum is given it receives, per output element, |alpha| * sum_k |a_ik b_kj| + |bias_j|:
 /// the magnitude that scales the float32 rounding error of the long reduction.
 Vec matmul(const Vec& a, const Vec& b, const Vec& bias, const MatmulDims& d,
            Vec* abs_sum = nullptr);
+/// matmul_add_: acc + matmul(a, b, bias, d) (acc: [batch, m, n]); abs_sum as for matmul.
+Vec matmul_add(const Vec& acc, const Vec& a, const Vec& b, const Vec& bias, const MatmulDims& d,
+               Vec* abs_sum = nullptr);
 
 /// Softmax over the last dimension of x with shape `dims`. With `causal`, row i (its index
 /// along dim -2) sees columns j <= i + offset; masked outputs are exactly 0.

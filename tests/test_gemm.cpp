@@ -240,7 +240,7 @@ TEST(Gemm, EverySmallRowCount) {
         check_all_levels(flags_case(m, kn.first, kn.second, f), 7000 + idx++);
 }
 
-// K = 0 gives the bias (or zeros); the ops layer still calls the kernel.
+// K = 0 gives the bias (or zeros), through the epilogues; the ops layer still calls the kernel.
 TEST(Gemm, EmptyInnerDimension) {
   const Tensor a = Tensor::zeros({3, 0});
   const Tensor b = Tensor::zeros({0, 5});
@@ -249,6 +249,24 @@ TEST(Gemm, EmptyInnerDimension) {
   const std::vector<float> got = matmul(a, b, {}, bias).to_vector<float>();
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 5; ++j) EXPECT_EQ(got[i * 5 + j], j + 1);
+  // The epilogues too: gelu(bias), and acc + [gelu](bias).
+  MatmulSpec gelu;
+  gelu.gelu = true;
+  const std::vector<float> g = matmul(a, b, gelu, bias).to_vector<float>();
+  Tensor acc = Tensor::full({3, 5}, 0.25f);
+  matmul_add_(acc, a, b, gelu, bias);
+  const std::vector<float> ga = acc.to_vector<float>();
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      const double x = j + 1;
+      const double want =
+          0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      EXPECT_NEAR(g[i * 5 + j], want, 1e-5);
+      EXPECT_NEAR(ga[i * 5 + j], 0.25 + want, 1e-5);
+    }
+  Tensor acc2 = Tensor::full({3, 5}, 0.25f);
+  matmul_add_(acc2, a, b);
+  EXPECT_EQ(acc2.to_vector<float>(), std::vector<float>(15, 0.25f));
 }
 
 // The chunked tied LM head equals one unchunked matmul with trans_b (same kernels, same
@@ -308,6 +326,63 @@ TEST(Gemm, ThreadedEqualsSingleThreaded) {
     }
     check_case(c, in, "threaded");
   }
+}
+
+// The epilogues (gelu, matmul_add_) on every path of the engine: the small-m streaming path
+// (m = 1, 3; b and b^T), the packed path with several depth blocks (k = 785) and edge tiles,
+// the resident-A path (few rows, many columns), batched and shared b; each SIMD level, one
+// and several threads. Against float64: acc + gelu(alpha op(a) op(b) + bias), where
+// gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) and |gelu'| <= 1.13.
+TEST(Gemm, EpiloguesOnEveryPath) {
+  Restore restore;
+  const Case cases[] = {
+      {1, 785, 70, false, false, true, false, false, false, false},
+      {3, 301, 45, true, true, false, true, false, false, false},
+      {1, 64, 700, false, true, true, true, true, true, true},  // decode against a cache
+      {33, 785, 70, false, false, true, true, false, false, false},
+      {29, 100, 3000, false, true, true, false, false, false, false},  // resident A
+      {17, 33, 45, true, false, false, false, true, false, false},     // shared b, batched a
+      {20, 64, 33, true, true, true, false, true, true, false},
+  };
+  uint32_t seed = 9000;
+  for (const Case& c : cases)
+    for (int mode = 1; mode < 4; ++mode) {  // 1: gelu, 2: accumulate, 3: both
+      const bool gelu = mode & 1, accumulate = mode & 2;
+      Inputs in = make_inputs(c, seed++);
+      in.spec.gelu = gelu;
+      const std::vector<float> acc0 = uniform(in.want.size(), seed++);
+      std::vector<double> want(in.want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        const double x = in.want[i];
+        const double g =
+            gelu ? 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) : x;
+        want[i] = (accumulate ? acc0[i] : 0.0) + g;
+      }
+      const Shape out_shape = c.batch_a || c.batch_b ? Shape{c.batch(), c.m, c.n} : Shape{c.m, c.n};
+      for (cpu::SimdLevel level : levels())
+        for (int threads : {1, 3}) {
+          ASSERT_TRUE(gemm::force_level(level));
+          set_num_threads(threads);
+          std::vector<float> got;
+          if (accumulate) {
+            Tensor acc = Tensor::from_vector(acc0, out_shape);
+            matmul_add_(acc, in.a, in.b, in.spec, in.bias);
+            got = acc.to_vector<float>();
+          } else {
+            got = matmul(in.a, in.b, in.spec, in.bias).to_vector<float>();
+          }
+          ASSERT_EQ(got.size(), want.size());
+          int bad = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            const double tol = 1.2 * tolerance(in.scale[i]);
+            if (!(std::abs(got[i] - want[i]) <= tol) && ++bad <= 3)
+              ADD_FAILURE() << c.str() << " mode=" << mode << " " << cpu::simd_level_name(level)
+                            << " threads=" << threads << ": element " << i << " got " << got[i]
+                            << " want " << want[i];
+          }
+          EXPECT_EQ(bad, 0) << c.str() << " mode=" << mode;
+        }
+    }
 }
 
 // The engine writes exactly C: a wider row stride (ldc > N, as in the chunked LM head) and

@@ -388,6 +388,39 @@ TEST(OpsErrors, Matmul) {
   EXPECT_OP_ERROR(matmul(a, b, ta), Shape, "matmul");
 }
 
+TEST(OpsErrors, MatmulAdd) {
+  const Tensor a = f32({2, 3}), b = f32({3, 4});
+  Tensor acc = f32({2, 4});
+  EXPECT_OP_ERROR(matmul_add_(acc, a, f32({4, 5})), Shape, "matmul_add_");  // inner dims
+  Tensor wrong_shape = f32({2, 5});
+  EXPECT_OP_ERROR(matmul_add_(wrong_shape, a, b), Shape, "matmul_add_");
+  Tensor transposed = f32({4, 2});
+  EXPECT_OP_ERROR(matmul_add_(transposed, a, b), Shape, "matmul_add_");
+  Tensor flat = f32({8});
+  EXPECT_OP_ERROR(matmul_add_(flat, a, b), Shape, "matmul_add_");
+  Tensor batched = f32({1, 2, 4});  // the product is unbatched [2, 4]
+  EXPECT_OP_ERROR(matmul_add_(batched, a, b), Shape, "matmul_add_");
+  Tensor ids = u32({2, 4});
+  EXPECT_OP_ERROR(matmul_add_(ids, a, b), DType, "matmul_add_");
+  Tensor undefined;
+  EXPECT_OP_ERROR(matmul_add_(undefined, a, b), Shape, "matmul_add_");
+  EXPECT_OP_ERROR(matmul_add_(acc, u32({2, 3}), b), DType, "matmul_add_");
+  EXPECT_OP_ERROR(matmul_add_(acc, a, b, {}, f32({5})), Shape, "matmul_add_");  // bias not [N]
+  MatmulSpec too_many;
+  too_many.b_rows = 4;
+  EXPECT_OP_ERROR(matmul_add_(acc, a, b, too_many), Range, "matmul_add_");
+  // acc sharing memory with an operand: refused (it would change while being read).
+  const Tensor both = f32({4, 4});
+  Tensor first_rows = both.narrow_rows(0, 2);
+  EXPECT_OP_ERROR(matmul_add_(first_rows, both.narrow_rows(1, 2), f32({4, 4})), Shape,
+                  "matmul_add_");
+  Tensor square = f32({4, 4});
+  EXPECT_OP_ERROR(matmul_add_(square, f32({4, 4}), square), Shape, "matmul_add_");
+  // Disjoint rows of one storage are fine; no failed call touched acc.
+  matmul_add_(first_rows, both.narrow_rows(2, 2), f32({4, 4}));
+  for (float x : acc.to_vector<float>()) EXPECT_EQ(x, 0.5f);
+}
+
 TEST(OpsErrors, MatmulChunkedTransb) {
   const Tensor a = f32({2, 4});
   EXPECT_OP_ERROR(matmul_chunked_transb(a, {}), Shape, "matmul_chunked_transb");

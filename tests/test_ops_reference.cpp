@@ -211,6 +211,7 @@ TEST(OpCases, CoverEveryOpOfOpsH) {
                                         "add_",
                                         "gelu",
                                         "matmul",
+                                        "matmul_add_",
                                         "softmax",
                                         "layernorm",
                                         "embedding",

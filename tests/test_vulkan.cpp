@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -70,6 +71,16 @@ void expect_near(const std::vector<float>& got, const std::vector<float>& want, 
   for (size_t i = 0; i < got.size(); ++i)
     worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
   EXPECT_LE(worst, tol) << what;
+}
+
+// run(device) computes a list of outputs; each must agree between `gpu` and the CPU within tol.
+void expect_gpu_matches_cpu(const std::function<std::vector<std::vector<float>>(Device)>& run,
+                            Device gpu, double tol) {
+  const auto want = run(Device::cpu());
+  const auto got = run(gpu);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    expect_near(got[i], want[i], tol, "output " + std::to_string(i));
 }
 
 TEST_F(Vulkan, DeviceInfoReportsLimits) {
@@ -168,6 +179,47 @@ TEST_F(Vulkan, AttentionIsOneDispatchAndChecksDevicesAndHeadSize) {
   }
 }
 
+// matmul_add_ with acc on another device than its operands: refused at the door.
+TEST_F(Vulkan, MatmulAddWithAccOnAnotherDeviceIsAnError) {
+  const Tensor a = Tensor::full({1, 3}, 1.0f, dev_), b = Tensor::full({3, 4}, 1.0f, dev_);
+  Tensor acc = Tensor::full({1, 4}, 1.0f);
+  try {
+    matmul_add_(acc, a, b);
+    ADD_FAILURE() << "no error with acc on the CPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device);
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind("matmul_add_:", 0), 0u) << msg;
+  }
+  for (float x : acc.to_vector<float>()) EXPECT_EQ(x, 1.0f);
+}
+
+// The GEMV's vec4 loads need b's view offset and row length to be multiples of 4 floats: a
+// b of N = 36 at an offset of 1 float must take the scalar path, one at 36 the vec4 path,
+// with the epilogues (gelu, accumulate) on both.
+TEST_F(Vulkan, GemvOnAlignedAndUnalignedViewsMatchesTheCpu) {
+  const int64_t K = 33, N = 36;
+  const std::vector<float> data = ramp(static_cast<size_t>((K + 1) * N) + 1);
+  const std::vector<float> x = ramp(static_cast<size_t>(K));
+  auto run = [&](Device d) {
+    const Tensor flat = Tensor::from_vector(data, {(K + 1) * N + 1, 1}, d);
+    const Tensor a = Tensor::from_vector(x, {1, K}, d);
+    std::vector<std::vector<float>> outs;
+    for (int64_t offset : {int64_t{1}, N}) {
+      const Tensor b = flat.narrow_rows(offset, K * N).reshape({K, N});
+      const Tensor bias = flat.narrow_rows(offset + 3, N).reshape({N});
+      MatmulSpec gelu;
+      gelu.gelu = true;
+      outs.push_back(matmul(a, b, gelu, bias).to_vector<float>());
+      Tensor acc = Tensor::from_vector(ramp(static_cast<size_t>(N)), {1, N}, d);
+      matmul_add_(acc, a, b, {}, bias);
+      outs.push_back(acc.to_vector<float>());
+    }
+    return outs;
+  };
+  expect_gpu_matches_cpu(run, dev_, 1e-3);
+}
+
 // Views at element offsets that are not multiples of the binding alignment: the kernels
 // bind the aligned-down offset and add the remainder themselves.
 TEST_F(Vulkan, ViewsAtUnalignedOffsetsMatchTheCpu) {
@@ -190,11 +242,7 @@ TEST_F(Vulkan, ViewsAtUnalignedOffsetsMatchTheCpu) {
     outs.push_back(target.to_vector<float>());
     return outs;
   };
-  const auto cpu = run(Device::cpu());
-  const auto gpu = run(dev_);
-  ASSERT_EQ(cpu.size(), gpu.size());
-  for (size_t i = 0; i < cpu.size(); ++i)
-    expect_near(gpu[i], cpu[i], 1e-3, "output " + std::to_string(i));
+  expect_gpu_matches_cpu(run, dev_, 1e-3);
 }
 
 #ifdef FORGE_HAVE_VULKAN

@@ -91,9 +91,11 @@ class Backend {
   /// a + b; b either matches a or is a row vector [C]. out may alias a.
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void gelu(const Tensor& x, Tensor& out) = 0;
-  /// bias may be undefined. Shapes already resolved: see MatmulDims.
+  /// out = [gelu](alpha * op(a) @ op(b) + bias) (spec.gelu), or with `accumulate`
+  /// out += that (matmul_add_: out holds the accumulator and is read, then written). bias may
+  /// be undefined. Shapes already resolved by ops/matmul.cpp.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
-                      Tensor& out) = 0;
+                      bool accumulate, Tensor& out) = 0;
   virtual void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) = 0;
   virtual void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                          Tensor& out) = 0;

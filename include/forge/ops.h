@@ -37,9 +37,13 @@ struct MatmulSpec {
   /// N = b_rows with trans_b). The batch stride of b stays the full stored matrix, so a
   /// preallocated KV cache [h, cap, hd] can be multiplied by its first `len` rows.
   int64_t b_rows = 0;
+  /// Epilogue: out = gelu(alpha * op(a) @ op(b) + bias), the tanh GELU of `gelu` applied
+  /// after the bias (the MLP's first product in one kernel). Not differentiable through
+  /// ag::matmul (use ag::gelu there).
+  bool gelu = false;
 };
 
-/// out = alpha * op(a) @ op(b) + bias.
+/// out = alpha * op(a) @ op(b) + bias (then gelu with spec.gelu).
 ///   a: [M, K] or [B, M, K]   (trans_a: [K, M] or [B, K, M])
 ///   b: [K, N] or [B, K, N]   (trans_b: [N, K] or [B, N, K]); b_rows may cut the stored rows
 ///   bias: undefined or [N]
@@ -49,6 +53,14 @@ struct MatmulSpec {
 /// negative, bias not [N].
 Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec = {},
               const Tensor& bias = Tensor());
+
+/// In place: acc += [gelu](alpha * op(a) @ op(b) + bias), operands as in matmul; the
+/// residual stream's x += y @ W + b in one kernel: matmul_add_(x, y, W, {}, b). Equals
+/// add_(acc, matmul(a, b, spec, bias)) up to float rounding.
+/// Errors: those of matmul; acc undefined, not F32, on another device, not exactly the
+/// product's shape, or overlapping a, b or bias in memory.
+void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec& spec = {},
+                 const Tensor& bias = Tensor());
 
 /// Row softmax over the last dimension. With `causal`, x is [..., T, S] and row i (its
 /// index along dim -2) sees columns j <= i + offset; masked entries of the output are exact

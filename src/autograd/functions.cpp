@@ -278,6 +278,10 @@ Var matmul(const Var& a, const Var& b, const MatmulSpec& spec, const Var& bias) 
                              : tape_of(op, {{"a", &a}, {"b", &b}});
   const Tensor& A = val(a);
   const Tensor& B = val(b);
+  // The fused GELU epilogue is an inference kernel: training composes ag::gelu, whose
+  // backward needs the pre-activation this product would not keep.
+  if (spec.gelu)
+    fail(ErrorKind::Unsupported, op, "no gradient through the gelu epilogue; use ag::gelu");
   // Gradients through a row prefix of b (the KV-cache read) are an inference-only feature.
   if (spec.b_rows > 0 && rg(b))
     fail(ErrorKind::Unsupported, op,

@@ -32,6 +32,9 @@ struct MatmulBenchOptions {
   std::string op;
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  // The epilogues as decode runs them: + bias [N], gelu, and accumulate (matmul_add_ onto an
+  // output-shaped tensor, the residual stream).
+  bool bias = false, gelu = false, accumulate = false;
   int64_t batch = 1;
   int repeat = 10;
   bool json = false;
@@ -147,15 +150,34 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   MatmulSpec spec;
   spec.trans_a = o.trans_a;
   spec.trans_b = o.trans_b;
+  spec.gelu = o.gelu;
+  Tensor bias, acc;
+  if (o.bias) {
+    bias = Tensor::empty({o.n}, DType::F32);
+    fill_random(bias, 3);
+  }
+  if (o.accumulate) {
+    acc = Tensor::empty(o.batch > 1 ? Shape{o.batch, o.m, o.n} : Shape{o.m, o.n}, DType::F32);
+    fill_random(acc, 4);
+  }
 
   const int threads = num_threads();
   // Inputs go to the device once; off the CPU each sample waits for the device at its end.
   const Tensor da = on_cpu ? a : a.to(device), db = on_cpu ? b : b.to(device);
+  const Tensor dbias = on_cpu || !o.bias ? bias : bias.to(device);
+  // The accumulator the timed calls add into (its values grow; only time is measured on it).
+  Tensor dacc = o.accumulate ? acc.to(device) : Tensor();
+  // One product as the timed loop runs it; `into` is the accumulator with --accumulate.
+  auto product = [&](const Tensor& x, const Tensor& w, const Tensor& bi, Tensor& into) {
+    if (!o.accumulate) return matmul(x, w, spec, bi);
+    matmul_add_(into, x, w, spec, bi);
+    return into;
+  };
   Backend& backend = backend_for(device);
   std::function<void()> sync;
   if (!on_cpu) sync = [&backend] { backend.synchronize(); };
   Tensor out;
-  const double sec = median_seconds([&] { out = matmul(da, db, spec); }, o.repeat, sync);
+  const double sec = median_seconds([&] { out = product(da, db, dbias, dacc); }, o.repeat, sync);
   const double flops = 2.0 * static_cast<double>(o.batch) * static_cast<double>(o.m) *
                        static_cast<double>(o.n) * static_cast<double>(o.k);
   const double gflops = flops / sec * 1e-9;
@@ -166,16 +188,21 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   // Largest |difference| from OpenBLAS (on the CPU) or from forge's CPU result (elsewhere).
   std::optional<double> blas_sec, blas_gflops, max_diff;
   const double macs = flops / 2.0;
+  // OpenBLAS computes the plain product only: no side-by-side figure with an epilogue.
+  [[maybe_unused]] const bool plain = !o.bias && !o.gelu && !o.accumulate;
   if (!on_cpu && macs <= kMaxCheckedMacs) {
-    const std::vector<float> got = out.to_vector<float>();
-    const std::vector<float> want = matmul(a, b, spec).to_vector<float>();
+    // Once more from the same accumulator on both devices (the timed one has drifted).
+    Tensor acc_dev = o.accumulate ? acc.to(device) : Tensor();
+    Tensor acc_cpu = o.accumulate ? acc.clone() : Tensor();
+    const std::vector<float> got = product(da, db, dbias, acc_dev).to_vector<float>();
+    const std::vector<float> want = product(a, b, bias, acc_cpu).to_vector<float>();
     double diff = 0;
     for (size_t i = 0; i < got.size(); ++i)
       diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
     max_diff = diff;
   }
 #ifdef FORGE_HAVE_OPENBLAS
-  if (on_cpu) {
+  if (on_cpu && plain) {
     openblas_set_num_threads(threads);
     std::vector<float> c(static_cast<size_t>(out.numel()));
     const float* pa = a.data<float>();
@@ -214,6 +241,9 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
         {"batch", o.batch},
         {"trans_a", o.trans_a},
         {"trans_b", o.trans_b},
+        {"bias", o.bias},
+        {"gelu", o.gelu},
+        {"accumulate", o.accumulate},
         {"threads", threads},
         {"repeat", o.repeat},
         {"ms", sec * 1e3},
@@ -229,12 +259,13 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("matmul a %s%s @ b %s%s on %s, %d thread%s, median of %d\n",
+  std::printf("%s a %s%s @ b %s%s%s%s on %s, %d thread%s, median of %d\n",
+              o.accumulate ? "matmul_add_" : "matmul",
               shape_text(o.batch, o.trans_a ? o.k : o.m, o.trans_a ? o.m : o.k).c_str(),
               o.trans_a ? "^T" : "",
               shape_text(o.batch, o.trans_b ? o.n : o.k, o.trans_b ? o.k : o.n).c_str(),
-              o.trans_b ? "^T" : "", device.str().c_str(), threads, threads == 1 ? "" : "s",
-              o.repeat);
+              o.trans_b ? "^T" : "", o.bias ? " + bias" : "", o.gelu ? ", gelu" : "",
+              device.str().c_str(), threads, threads == 1 ? "" : "s", o.repeat);
   std::printf("  forge     %10.4f ms  %8.1f GFLOP/s", sec * 1e3, gflops);
   if (gbps) std::printf("  %6.1f GB/s of b", *gbps);
   std::printf("\n");
@@ -250,7 +281,7 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     else
       std::printf("  (over 2^30 multiply-adds: not checked against the CPU)\n");
   } else {
-    std::printf("  (built without OpenBLAS: no side-by-side figure)\n");
+    std::printf("  (no OpenBLAS side-by-side: not built with it, or an epilogue was given)\n");
   }
   return 0;
 }
@@ -284,6 +315,10 @@ void register_bench(CLI::App& app, Action& action) {
       cmd->add_flag("--trans-a", mo.trans_a, "matmul: a is stored [K, M] and used transposed"),
       cmd->add_flag("--trans-b", mo.trans_b,
                     "matmul: b is stored [N, K] and used transposed (the tied LM head)"),
+      cmd->add_flag("--bias", mo.bias, "matmul: add a bias [N]"),
+      cmd->add_flag("--gelu", mo.gelu, "matmul: the gelu epilogue (MatmulSpec::gelu)"),
+      cmd->add_flag("--accumulate", mo.accumulate,
+                    "matmul: time matmul_add_ (add the product to an [M, N] accumulator)"),
       cmd->add_option("--repeat", mo.repeat, "matmul: timed samples; the median is reported")
           ->check(int_in_range(1, 10000))
           ->capture_default_str(),

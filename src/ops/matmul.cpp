@@ -1,4 +1,6 @@
 // matmul and the chunked tied LM head: validation and dispatch.
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "forge/ops.h"
@@ -7,42 +9,89 @@
 namespace forge {
 using namespace ops_detail;
 
-Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec, const Tensor& bias) {
-  const char* op = "matmul";
+namespace {
+
+struct Resolved {
+  Backend& be;
+  std::vector<int64_t> dims;  // the output: [M, N], or [B, M, N] when an operand has a batch
+};
+
+// Validates a matmul's operands and matmul_add_'s acc (nullptr for matmul), errors naming
+// `op`: dtypes, then devices, then shapes (acc's shape is the caller's to check).
+Resolved resolve(const char* op, const Tensor* acc, const Tensor& a, const Tensor& b,
+                 const MatmulSpec& spec, const Tensor& bias) {
+  if (acc) check_f32(op, "acc", *acc);
   check_f32(op, "a", a);
   check_f32(op, "b", b);
   if (bias.defined()) check_f32(op, "bias", bias);
-  Backend& be = same_device(op, {&a, &b, &bias});
+  Backend& be = same_device(op, {acc ? acc : &a, &a, &b, &bias});
   check_rank(op, "a", a, 2, 3);
   check_rank(op, "b", b, 2, 3);
   if (a.rank() == 3 && b.rank() == 3 && a.dim(0) != b.dim(0))
-    fail(ErrorKind::Shape, op, "batch sizes differ: a " + a.shape().str() + " vs b " +
-                                   b.shape().str());
+    fail(ErrorKind::Shape, op,
+         "batch sizes differ: a " + a.shape().str() + " vs b " + b.shape().str());
   const int64_t M = spec.trans_a ? a.dim(-1) : a.dim(-2);
   const int64_t Ka = spec.trans_a ? a.dim(-2) : a.dim(-1);
   const int64_t b_stored_rows = b.dim(-2);
   if (spec.b_rows < 0 || spec.b_rows > b_stored_rows)
-    fail(ErrorKind::Range, op, "b_rows " + std::to_string(spec.b_rows) + " outside [0, " +
-                                   std::to_string(b_stored_rows) + "] for b " + b.shape().str());
+    fail(ErrorKind::Range, op,
+         "b_rows " + std::to_string(spec.b_rows) + " outside [0, " + std::to_string(b_stored_rows) +
+             "] for b " + b.shape().str());
   const int64_t b_rows = spec.b_rows > 0 ? spec.b_rows : b_stored_rows;
   const int64_t Kb = spec.trans_b ? b.dim(-1) : b_rows;
   const int64_t N = spec.trans_b ? b_rows : b.dim(-1);
   if (Ka != Kb)
-    fail(ErrorKind::Shape, op, "inner dimensions differ: a " + a.shape().str() +
-                                   (spec.trans_a ? " (transposed)" : "") + " vs b " +
-                                   b.shape().str() + (spec.trans_b ? " (transposed)" : "") +
-                                   (spec.b_rows > 0 ? " with b_rows " + std::to_string(b_rows) : ""));
+    fail(ErrorKind::Shape, op,
+         "inner dimensions differ: a " + a.shape().str() + (spec.trans_a ? " (transposed)" : "") +
+             " vs b " + b.shape().str() + (spec.trans_b ? " (transposed)" : "") +
+             (spec.b_rows > 0 ? " with b_rows " + std::to_string(b_rows) : ""));
   if (bias.defined() && (bias.rank() != 1 || bias.dim(0) != N))
-    fail(ErrorKind::Shape, op, "bias must be [" + std::to_string(N) + "], got " +
-                                   bias.shape().str());
+    fail(ErrorKind::Shape, op,
+         "bias must be [" + std::to_string(N) + "], got " + bias.shape().str());
   std::vector<int64_t> dims;
-  if (a.rank() == 3) dims.push_back(a.dim(0));
-  else if (b.rank() == 3) dims.push_back(b.dim(0));
+  if (a.rank() == 3)
+    dims.push_back(a.dim(0));
+  else if (b.rank() == 3)
+    dims.push_back(b.dim(0));
   dims.push_back(M);
   dims.push_back(N);
-  Tensor out = Tensor::empty(Shape::checked(dims, op), DType::F32, a.device());
-  if (out.numel() > 0) be.matmul(a, b, bias, spec, out);
+  return {be, std::move(dims)};
+}
+
+// True when x and y are views of one storage whose element ranges intersect.
+bool overlaps(const Tensor& x, const Tensor& y) {
+  if (!x.defined() || !y.defined() || x.storage() != y.storage()) return false;
+  const size_t x0 = x.offset(), x1 = x0 + static_cast<size_t>(x.numel());
+  const size_t y0 = y.offset(), y1 = y0 + static_cast<size_t>(y.numel());
+  return x0 < y1 && y0 < x1;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec, const Tensor& bias) {
+  const char* op = "matmul";
+  const Resolved r = resolve(op, nullptr, a, b, spec, bias);
+  Tensor out = Tensor::empty(Shape::checked(r.dims, op), DType::F32, a.device());
+  if (out.numel() > 0) r.be.matmul(a, b, bias, spec, /*accumulate=*/false, out);
   return out;
+}
+
+void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec& spec,
+                 const Tensor& bias) {
+  const char* op = "matmul_add_";
+  const Resolved r = resolve(op, &acc, a, b, spec, bias);
+  if (acc.shape().dims() != r.dims)
+    fail(ErrorKind::Shape, op,
+         "acc " + acc.shape().str() + " must be the product's shape " +
+             Shape::checked(r.dims, op).str());
+  // The kernels read acc once per element while reading a and b throughout: an acc sharing
+  // memory with an operand would change it mid-product.
+  for (const auto& [name, t] :
+       {std::pair<const char*, const Tensor*>{"a", &a}, {"b", &b}, {"bias", &bias}})
+    if (overlaps(acc, *t))
+      fail(ErrorKind::Shape, op, std::string("acc overlaps ") + name + " in memory");
+  // Tensors are contiguous by construction (views are reshapes and row ranges only).
+  if (acc.numel() > 0) r.be.matmul(a, b, bias, spec, /*accumulate=*/true, acc);
 }
 
 Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks, float alpha) {
@@ -57,11 +106,11 @@ Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks,
     const std::string name = "chunk " + std::to_string(i);
     check_f32(op, name.c_str(), c);
     if (c.device() != a.device())
-      fail(ErrorKind::Device, op, name + " is on " + c.device().str() + ", a on " +
-                                      a.device().str());
+      fail(ErrorKind::Device, op,
+           name + " is on " + c.device().str() + ", a on " + a.device().str());
     if (c.rank() != 2 || c.dim(1) != K)
-      fail(ErrorKind::Shape, op, name + " must be [rows, " + std::to_string(K) + "], got " +
-                                     c.shape().str());
+      fail(ErrorKind::Shape, op,
+           name + " must be [rows, " + std::to_string(K) + "], got " + c.shape().str());
     total += c.dim(0);
   }
   std::vector<int64_t> dims = a.shape().dims();

@@ -26,7 +26,7 @@ class CpuBackend final : public Backend {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gelu(const Tensor& x, Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
-              Tensor& out) override;
+              bool accumulate, Tensor& out) override;
   void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) override;
   void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                  Tensor& out) override;

@@ -35,12 +35,16 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   });
 }
 
+void gelu_span(const float* x, float* y, int64_t n) {
+  static const auto span = pick(gelu_avx512, gelu_avx2, gelu_loop);
+  span(x, y, n);
+}
+
 void CpuBackend::gelu(const Tensor& x, Tensor& out) {
   const float* px = x.data<float>();
   float* py = out.data<float>();
-  const auto span = pick(gelu_avx512, gelu_avx2, gelu_loop);
   parallel_for(x.numel(), kGrainTranscendental,
-               [&](int64_t i0, int64_t i1) { span(px + i0, py + i0, i1 - i0); });
+               [&](int64_t i0, int64_t i1) { gelu_span(px + i0, py + i0, i1 - i0); });
 }
 
 void CpuBackend::gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {

@@ -4,7 +4,9 @@
 // micro-panels (both k-major, zero-padded at the edges), then a register-tiled micro-kernel
 // computes each MR x NR tile of C with broadcast-FMA. Transposed operands are read in place
 // while packing (no materialized transpose); alpha and the bias are applied when a tile is
-// stored. Products with few rows (m <= kSmallM) skip packing and stream B at memory bandwidth.
+// stored, and so are the optional GELU and accumulation (the epilogue: the driver applies
+// them to each tile right after its last depth block, while it is in cache). Products with
+// few rows (m <= kSmallM) skip packing and stream B at memory bandwidth.
 //
 // One kernel set exists per instruction set (gemm_portable.cpp, gemm_avx2.cpp,
 // gemm_avx512.cpp); the driver (gemm_driver.cpp) does the blocking and the threading and is
@@ -20,11 +22,13 @@ namespace forge::cpu::gemm {
 
 /// One (possibly batched) product, all f32, every matrix row-major:
 ///   C_b = alpha * op(A_b) @ op(B_b) + bias            for b in [0, batch)
+/// then, with gelu, C_b = gelu(C_b) (the `gelu` op's tanh GELU), and with accumulate the
+/// result is added to what C_b held on entry instead of replacing it.
 ///   op(A_b)[i, k] = trans_a ? a[b*stride_a + k*lda + i] : a[b*stride_a + i*lda + k]  [M, K]
 ///   op(B_b)[k, j] = trans_b ? b[b*stride_b + j*ldb + k] : b[b*stride_b + k*ldb + j]  [K, N]
 ///   C_b[i, j] = c[b*stride_c + i*ldc + j]                                            [M, N]
 /// A stride of 0 shares that operand across the batch. bias is [N] or nullptr. K = 0 gives
-/// bias (or zeros). The caller guarantees valid, non-overlapping, in-bounds pointers.
+/// [acc +] [gelu](bias or zeros). The caller guarantees valid, non-overlapping, in-bounds pointers.
 struct Problem {
   int64_t batch = 1, M = 0, N = 0, K = 0;
   const float* a = nullptr;
@@ -37,6 +41,8 @@ struct Problem {
   int64_t ldc = 0, stride_c = 0;
   float alpha = 1.0f;
   const float* bias = nullptr;
+  bool gelu = false;        // epilogue: gelu after alpha and the bias
+  bool accumulate = false;  // C += the result (C is read): the residual stream's x += y @ W
 };
 
 /// Rows of op(A) up to which the unpacked streaming (GEMV-like) path is used. Measured on

@@ -14,9 +14,11 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/thread_pool.h"
+#include "backend/cpu/vec_kernels.h"
 
 namespace forge::cpu::gemm {
 namespace {
@@ -47,6 +49,7 @@ class Scratch {
 thread_local Scratch t_pack_a;
 thread_local Scratch t_pack_b;
 thread_local Scratch t_rows;  // small-m path: op(A) rows made contiguous when trans_a
+thread_local Scratch t_epi;   // small-m path with accumulate: the product before it is added
 
 std::atomic<int> g_forced{-1};  // a forced SimdLevel, or -1
 
@@ -85,14 +88,28 @@ void run_all(int64_t n, const F& fn, bool serial) {
   }
 }
 
-void fill_bias_or_zero(const Problem& p) {
+// The epilogue of rows [0, m) x columns [0, n) of a product: y = gelu?(v) stored at c, or
+// added to c with accumulate. v may be c itself (not with accumulate).
+void finish_rows(const Problem& p, int64_t m, int64_t n, float* v, int64_t ldv, float* c,
+                 int64_t ldc) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* vr = v + r * ldv;
+    float* cr = c + r * ldc;
+    if (p.gelu) gelu_span(vr, vr, n);
+    if (p.accumulate)
+      for (int64_t j = 0; j < n; ++j) cr[j] += vr[j];
+  }
+}
+
+// K = 0: every row is [acc +] [gelu](bias or zeros).
+void fill_k0(const Problem& p) {
+  std::vector<float> row(static_cast<size_t>(p.N), 0.0f);
+  if (p.bias) std::memcpy(row.data(), p.bias, sizeof(float) * p.N);
+  if (p.gelu) gelu_span(row.data(), row.data(), p.N);
   for (int64_t bi = 0; bi < p.batch; ++bi) {
     for (int64_t i = 0; i < p.M; ++i) {
-      float* row = p.c + bi * p.stride_c + i * p.ldc;
-      if (p.bias)
-        std::memcpy(row, p.bias, sizeof(float) * p.N);
-      else
-        std::fill(row, row + p.N, 0.0f);
+      float* c = p.c + bi * p.stride_c + i * p.ldc;
+      for (int64_t j = 0; j < p.N; ++j) c[j] = p.accumulate ? c[j] + row[j] : row[j];
     }
   }
 }
@@ -129,10 +146,24 @@ void run_small(const Kernels& ks, const Problem& p) {
     const float* b = p.b + bi * p.stride_b;
     float* c = p.c + bi * p.stride_c;
     const int m = static_cast<int>(p.M);
+    if (!p.accumulate) {
+      if (p.trans_b)
+        ks.rows_t(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
+      else
+        ks.rows_n(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
+      if (p.gelu) finish_rows(p, m, j1 - j0, c + j0, p.ldc, c + j0, p.ldc);
+      return;
+    }
+    // Accumulate: the slice's product goes to a scratch [m, w] first (the kernels store, they
+    // do not add); b and bias are shifted so that column j0 is the scratch's column 0.
+    const int64_t w = j1 - j0;
+    float* v = t_epi.get(static_cast<size_t>(m * w));
+    const float* bias = p.bias ? p.bias + j0 : nullptr;
     if (p.trans_b)
-      ks.rows_t(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
+      ks.rows_t(m, p.K, a, lda, b + j0 * p.ldb, p.ldb, 0, w, v, w, p.alpha, bias);
     else
-      ks.rows_n(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
+      ks.rows_n(m, p.K, a, lda, b + j0, p.ldb, 0, w, v, w, p.alpha, bias);
+    finish_rows(p, m, w, v, w, c + j0, p.ldc);
   };
   run_all(p.batch * slices, task, serial);
 }
@@ -162,8 +193,9 @@ void run_block(const Kernels& ks, const Problem& p, int64_t bi, int64_t i0, int6
         ks.pack_b(b, p.ldb, p.trans_b, pc, jc, nc, kc, pb);
         const float* bias = pc == 0 && p.bias ? p.bias + jc : nullptr;
         ks.macro(rows, nc, kc, pa + pc * rows_pad, pb, c + i0 * p.ldc + jc, p.ldc, p.alpha, bias,
-                 pc > 0);
+                 pc > 0 || p.accumulate);
       }
+      if (p.gelu) finish_rows(p, rows, nc, c + i0 * p.ldc + jc, p.ldc, c + i0 * p.ldc + jc, p.ldc);
     }
     return;
   }
@@ -173,13 +205,16 @@ void run_block(const Kernels& ks, const Problem& p, int64_t bi, int64_t i0, int6
     for (int64_t pc = 0; pc < p.K; pc += ks.kc) {
       const int64_t kc = std::min<int64_t>(ks.kc, p.K - pc);
       ks.pack_b(b, p.ldb, p.trans_b, pc, jc, nc, kc, pb);
-      // The first depth block stores alpha * AB + bias, later ones accumulate onto it.
-      const bool first = pc == 0;
+      // The first depth block stores alpha * AB + bias (adds it to C with accumulate),
+      // later ones accumulate onto it; the gelu epilogue follows the last one.
+      const bool first = pc == 0, last = pc + kc >= p.K;
       const float* bias = first && p.bias ? p.bias + jc : nullptr;
       for (int64_t ic = i0; ic < i1; ic += ks.mc) {
         const int64_t mc = std::min<int64_t>(ks.mc, i1 - ic);
+        float* ct = c + ic * p.ldc + jc;
         ks.pack_a(a, p.lda, p.trans_a, ic, pc, mc, kc, pa);
-        ks.macro(mc, nc, kc, pa, pb, c + ic * p.ldc + jc, p.ldc, p.alpha, bias, !first);
+        ks.macro(mc, nc, kc, pa, pb, ct, p.ldc, p.alpha, bias, !first || p.accumulate);
+        if (last && p.gelu) finish_rows(p, mc, nc, ct, p.ldc, ct, p.ldc);
       }
     }
   }
@@ -256,7 +291,7 @@ bool force_level(std::optional<SimdLevel> level) {
 void run(const Problem& in) {
   if (in.batch <= 0 || in.M <= 0 || in.N <= 0) return;
   if (in.K <= 0) {
-    fill_bias_or_zero(in);
+    fill_k0(in);
     return;
   }
   Problem p = in;
@@ -267,10 +302,29 @@ void run(const Problem& in) {
     p.batch = 1;
   }
   const Kernels& ks = active_kernels();
-  if (p.M <= kSmallM)
+  if (p.M <= kSmallM) {
     run_small(ks, p);
-  else
+  } else if (p.gelu && p.accumulate) {
+    // C += gelu(product): the packed path keeps partial sums in C until the last depth
+    // block, which leaves no place for the accumulator. No model needs this combination, so
+    // it takes the simple way: the product into a temporary, then one pass adds it.
+    std::vector<float> tmp(static_cast<size_t>(p.batch * p.M * p.N));
+    Problem q = p;
+    q.c = tmp.data();
+    q.ldc = p.N;
+    q.stride_c = p.M * p.N;
+    q.accumulate = false;
+    run_packed(ks, q);
+    parallel_for(p.batch * p.M, row_grain(p.N, kGrainElems), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* v = tmp.data() + r * p.N;
+        float* c = p.c + (r / p.M) * p.stride_c + (r % p.M) * p.ldc;
+        for (int64_t j = 0; j < p.N; ++j) c[j] += v[j];
+      }
+    });
+  } else {
     run_packed(ks, p);
+  }
 }
 
 }  // namespace forge::cpu::gemm

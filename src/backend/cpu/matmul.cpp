@@ -7,9 +7,10 @@ namespace forge::cpu {
 
 // a: [M, K] | [B, M, K] (trans_a: [K, M] | [B, K, M]); b: [K, N] | [B, K, N] (trans_b:
 // [N, K] | [B, N, K]), of which only the first b_rows stored rows are used when b_rows > 0;
-// out: [M, N] | [B, M, N]. Shapes were validated by ops/matmul.cpp.
+// out: [M, N] | [B, M, N] (read first with accumulate). Shapes were validated by
+// ops/matmul.cpp.
 void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
-                        const MatmulSpec& spec, Tensor& out) {
+                        const MatmulSpec& spec, bool accumulate, Tensor& out) {
   gemm::Problem p;
   p.batch = out.rank() == 3 ? out.dim(0) : 1;
   p.M = out.dim(-2);
@@ -29,6 +30,8 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   p.stride_c = p.M * p.N;
   p.alpha = spec.alpha;
   p.bias = bias.defined() ? bias.data<float>() : nullptr;
+  p.gelu = spec.gelu;
+  p.accumulate = accumulate;
   gemm::run(p);
 }
 

@@ -44,6 +44,11 @@ inline int64_t row_grain(int64_t cols, int64_t grain_elems) {
 /// Defined in rows.cpp; ce_bwd (gather.cpp) shares it.
 void softmax_row(const float* x, float* y, int64_t n, float scale);
 
+/// y[0, n) = gelu(x[0, n)), y may alias x, with the span kernel pick() chooses. The `gelu`
+/// op and the GEMM's gelu epilogue both use it, so fused and unfused products agree.
+/// Defined in elementwise.cpp.
+void gelu_span(const float* x, float* y, int64_t n);
+
 /// The per-call constants of one AdamW update (see CpuBackend::adamw).
 struct AdamWCoeffs {
   float decay;  // 1 - lr * weight_decay

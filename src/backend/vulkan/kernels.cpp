@@ -30,6 +30,10 @@ uint32_t u(int64_t v) {
 uint32_t f(float v) { return std::bit_cast<uint32_t>(v); }
 
 constexpr uint64_t kWidth = 256;  // invocations per workgroup of the 1-D and row shaders
+// Epilogue flags of the matmul shaders (matmul_epilogue.glsl), beside 1 trans_a, 2 trans_b,
+// 4 bias and 64 split k in their `flags` push constant.
+constexpr uint32_t kEpilogueGelu = 8;
+constexpr uint32_t kEpilogueAdd = 16;
 
 }  // namespace
 
@@ -298,42 +302,49 @@ void VulkanBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache
 
 void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& o,
                          const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
-                         uint32_t batch, uint32_t M, uint32_t N) {
+                         uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N) {
   if (M == 0 || N == 0 || batch == 0) return;
-  const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u);
+  const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u) | epilogue;
   const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
-  // M = 1 (a decode step): a matrix-vector kernel. Otherwise 128x128 tiles (matmul_big,
-  // 8x8 outputs per invocation) once both sides fill a tile and K >= 64 amortizes the
-  // prologue, else 64x64 tiles (matmul: small or skinny outputs, e.g. attention's [T, T] @
-  // [T, 64]). Measured on an H200, matmul_big wins even where its grid is small (prefill's
-  // [1024, 768] @ [768, 768]: 48 workgroups on 132 SMs, still faster than 192 of matmul's).
-  // Both kernels fit the 16 KiB of shared memory every device has.
+  // M = 1 (a decode step): a matrix-vector kernel, 8 output columns per workgroup. Otherwise
+  // 128x128 tiles (matmul_big, 8x8 outputs per invocation) once both sides fill a tile and
+  // K >= 64 amortizes the prologue, else 64x64 tiles (matmul: small or skinny outputs, e.g.
+  // attention's [T, T] @ [T, 64]). Measured on an H200, matmul_big wins even where its grid
+  // is small (prefill's [1024, 768] @ [768, 768]: 48 workgroups on 132 SMs, still faster
+  // than 192 of matmul's). Both kernels fit the 16 KiB of shared memory every device has.
   const uint32_t K = dims[2];
   const bool gemv = M == 1;
   const bool big = M >= 128 && N >= 128 && K >= 64;
   const char* shader = big ? "matmul_big" : !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
-  const uint64_t cols_per_group = big ? 128 : !gemv ? 64 : trans_b ? 8 : 32;
+  const uint64_t cols_per_group = big ? 128 : !gemv ? 64 : 8;
   const uint64_t rows_per_group = big ? 128 : 64;
   const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
   const uint64_t tiles_m = (M + rows_per_group - 1) / rows_per_group;
-  // Split k over workgroups when the output tiles alone are too few to fill a GPU (a GEMV
-  // with N = 768: 24 column tiles; prefill's [1024, 768] @ [768, 768]: 48 tiles of 128^2;
-  // attention's [12, 1024, 1024] @ [12, 1024, 64]: 192 tiles of 64^2), each split >= 64 k
-  // (GEMV) or >= 256 k (tiles); the raw partial sums are then added in order by
-  // split_k_reduce (deterministic). GEMV splits go along y, tile splits along z (batch *
-  // splits + split; a batched output must be contiguous, stride_c = M ldc).
+  // Split k over workgroups when the output tiles alone are too few to fill a GPU, writing
+  // raw partial sums that split_k_reduce adds in order (deterministic) with the epilogue.
+  //  - Tiles (prefill's [1024, 768] @ [768, 768]: 48 tiles of 128^2; attention's [12, 1024,
+  //    1024] @ [12, 1024, 64]: 192 tiles of 64^2): splits of >= 256 k along z (batch *
+  //    splits + split; a batched output must be contiguous, stride_c = M ldc).
+  //  - gemv_n: its 8-column workgroups walk all of k, so decode's products (N >= 768: 96+
+  //    workgroups) are one dispatch. Only a few columns over a long k (fewer than 16
+  //    workgroups, k >= 2048) still split, >= 1024 k per split along y: there one workgroup
+  //    would walk k alone for longer than the second dispatch costs. A guess, not measured.
+  //  - gemv_t (the LM head, q k^T) never splits: 8 columns per workgroup, N rows of b.
   const uint64_t tiles = tiles_n * tiles_m * batch;
-  const uint64_t wanted_groups = gemv ? 512 : big ? 264 : 528;
-  const uint64_t want = (wanted_groups + tiles - 1) / tiles;
-  const uint64_t min_k = gemv ? 64 : 256;
   const bool contiguous = batch == 1 || dims[8] == static_cast<uint64_t>(M) * dims[5];
-  const bool splittable = gemv ? !trans_b && tiles_n <= lim[0] && batch <= lim[2]
-                               : contiguous && tiles_n <= lim[0] && tiles_m <= lim[1];
-  const uint64_t splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / min_k), 1,
-                                               gemv ? lim[1] : std::max<uint64_t>(1, lim[2] / batch));
-  if (splittable && splits > 1) {
+  uint64_t splits = 1;
+  if (!gemv && contiguous && tiles_n <= lim[0] && tiles_m <= lim[1]) {
+    const uint64_t wanted_groups = big ? 264 : 528;
+    const uint64_t want = (wanted_groups + tiles - 1) / tiles;
+    splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 256), 1,
+                                  std::max<uint64_t>(1, lim[2] / batch));
+  } else if (gemv && !trans_b && tiles < 16 && K >= 2048 && tiles_n <= lim[0] && batch <= lim[2]) {
+    splits =
+        std::clamp<uint64_t>(std::min<uint64_t>((64 + tiles - 1) / tiles, K / 1024), 1, lim[1]);
+  }
+  if (splits > 1) {
     const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
-    const uint64_t s = (K + k_split - 1) / k_split;  // splits actually used
+    const uint64_t s = (K + k_split - 1) / k_split;          // splits actually used
     const uint64_t rows = static_cast<uint64_t>(batch) * M;  // rows of the output
     auto part = ctx_->scratch(rows * s * N * sizeof(float));
     std::vector<uint32_t> params = dims;
@@ -345,7 +356,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
     // GEMV rows are batches (stride_c apart), a matmul's rows (batch * M + m) ldc apart.
     run_1d("split_k_reduce", {whole(*part, false), bias ? *bias : a, o},
            {u(static_cast<int64_t>(rows * N)), N, static_cast<uint32_t>(s),
-            gemv ? dims[8] : dims[5], bias ? 1u : 0u, f(alpha)},
+            gemv ? dims[8] : dims[5], (bias ? 4u : 0u) | epilogue, f(alpha)},
            rows * N);
     return;
   }
@@ -368,7 +379,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
 }
 
 void VulkanBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
-                           const MatmulSpec& spec, Tensor& o) {
+                           const MatmulSpec& spec, bool accumulate, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t batch = o.rank() == 3 ? o.dim(0) : 1;
   const int64_t M = o.dim(-2), N = o.dim(-1);
@@ -377,9 +388,11 @@ void VulkanBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   // The batch stride of b is the full stored matrix even when b_rows cuts it.
   const int64_t stride_b = b.rank() == 3 ? b.dim(-2) * b.dim(-1) : 0;
   const Arg bias_arg = bias.defined() ? in(bias) : Arg{};
+  // o is bound read-write: with accumulate the epilogue reads it before writing.
+  const uint32_t epilogue = (spec.gelu ? kEpilogueGelu : 0u) | (accumulate ? kEpilogueAdd : 0u);
   gemm(in(a), in(b), bias.defined() ? &bias_arg : nullptr, out(o),
        {u(M), u(N), u(K), u(a.dim(-1)), u(b.dim(-1)), u(N), u(stride_a), u(stride_b), u(M * N)},
-       spec.trans_a, spec.trans_b, spec.alpha, u(batch), u(M), u(N));
+       spec.trans_a, spec.trans_b, spec.alpha, epilogue, u(batch), u(M), u(N));
 }
 
 void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,
@@ -400,8 +413,8 @@ void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, flo
     Arg src = in(a);
     src.offset += static_cast<size_t>(r0 * K) * 4;
     src.bytes = static_cast<size_t>(rows * K) * 4;
-    gemm(src, in(chunk), nullptr, dst, {u(rows), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u},
-         false, true, alpha, 1, u(rows), u(V));
+    gemm(src, in(chunk), nullptr, dst, {u(rows), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u}, false,
+         true, alpha, 0u, 1, u(rows), u(V));
   }
 }
 

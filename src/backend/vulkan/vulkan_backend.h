@@ -37,7 +37,7 @@ class VulkanBackend final : public Backend {
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gelu(const Tensor& x, Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
-              Tensor& out) override;
+              bool accumulate, Tensor& out) override;
   void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) override;
   void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                  Tensor& out) override;
@@ -80,9 +80,12 @@ class VulkanBackend final : public Backend {
   void column_sums(const Arg& x, const Arg& out, uint64_t R, uint64_t C);
   /// Rows per block of column_sums and layernorm_bwd's parameter pass.
   uint64_t block_rows(uint64_t R) const;
+  /// Records out = [out +] [gelu](alpha * op(a) @ op(b) + bias): one dispatch, or a split-k
+  /// pass and its reduction. dims: M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c;
+  /// epilogue: the shaders' flags 8 (gelu) and 16 (accumulate) or 0.
   void gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& out,
             const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
-            uint32_t batch, uint32_t M, uint32_t N);
+            uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N);
 
   int index_;
   std::unique_ptr<Context> ctx_;

@@ -4,19 +4,20 @@
 // Matrix-vector product for M = 1 with b stored [N, K] (trans_b): the LM head and q k^T in
 // decode. A workgroup owns 8 columns; the 32 invocations of a column stride over k (reading
 // its row of b coalesced), then one adds the 32 partials in order. Same push constants as
-// matmul.comp.
+// matmul.comp, epilogue (gelu, accumulate: matmul_epilogue.glsl) included.
 layout(local_size_x = 32, local_size_y = 8) in;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer B { float b[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 3) writeonly buffer O { float o[]; };
+layout(std430, binding = 3) buffer O { float o[]; };  // read too with accumulate
 layout(push_constant) uniform P {
   uint oa, ob, obias, oo;
   uint M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c;
-  uint flags;  // 1: trans_a, 2: trans_b, 4: bias
+  uint flags;  // 1: trans_a, 2: trans_b, 4: bias, 8: gelu, 16: accumulate
   float alpha;
   uint tile_n0, tile_m0, batch0;
 } p;
+#include "matmul_epilogue.glsl"
 
 shared float part[8][33];
 
@@ -37,6 +38,7 @@ void main() {
     for (uint j = 0u; j < 32u; ++j) s += part[ly][j];
     float v = p.alpha * s;
     if ((p.flags & 4u) != 0u) v += bias[p.obias + n];
-    o[p.oo + batch * p.stride_c + n] = v;
+    const uint oi = p.oo + batch * p.stride_c + n;
+    o[oi] = epilogue(v, oi);
   }
 }

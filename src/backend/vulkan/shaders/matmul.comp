@@ -1,9 +1,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-// out = alpha * op(a) @ op(b) + bias, batched. 64x64 output tiles per workgroup of 16x16
-// invocations, each computing a 4x4 register block (rows ty + 16i, columns tx + 16j, so
-// stores are coalesced); k runs in steps of 16 through shared memory.
+// out = [acc +] [gelu](alpha * op(a) @ op(b) + bias) (matmul_epilogue.glsl), batched.
+// 64x64 output tiles per workgroup of 16x16 invocations, each computing a 4x4 register
+// block (rows ty + 16i, columns tx + 16j, so stores are coalesced); k runs in steps of 16
+// through shared memory.
 //   op(a)[m, k] = trans_a ? a[k * lda + m] : a[m * lda + k]   (+ batch * stride_a)
 //   op(b)[k, n] = trans_b ? b[n * ldb + k] : b[k * ldb + n]   (+ batch * stride_b)
 //   out[batch * stride_c + m * ldc + n]
@@ -13,11 +14,11 @@ layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer B { float b[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 3) writeonly buffer O { float o[]; };
+layout(std430, binding = 3) buffer O { float o[]; };  // read too with accumulate (flag 16)
 layout(push_constant) uniform P {
   uint oa, ob, obias, oo;
   uint M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c;
-  uint flags;  // 1: trans_a, 2: trans_b, 4: bias
+  uint flags;  // 1: trans_a, 2: trans_b, 4: bias, 8: gelu, 16: accumulate (epilogue)
   float alpha;
   uint tile_n0, tile_m0, batch0;
   // With flags & 64 (split k): workgroup z = batch * splits + split covers k in
@@ -25,6 +26,7 @@ layout(push_constant) uniform P {
   // + n], row = batch * M + m, for split_k_reduce.comp.
   uint k_split;
 } p;
+#include "matmul_epilogue.glsl"
 
 const uint BM = 64u, BN = 64u, BK = 16u;
 shared float As[BK][BM + 1u];
@@ -98,7 +100,8 @@ void main() {
       if (n >= p.N) continue;
       float v = p.alpha * acc[i][j];
       if ((p.flags & 4u) != 0u) v += bias[p.obias + n];
-      o[obase + m * p.ldc + n] = v;
+      const uint oi = obase + m * p.ldc + n;
+      o[oi] = epilogue(v, oi);
     }
   }
 }

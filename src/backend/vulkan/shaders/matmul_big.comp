@@ -3,7 +3,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 // The large-shape matmul, same semantics, bindings and push constants as matmul.comp:
-//   out = alpha * op(a) @ op(b) + bias, batched,
+//   out = [acc +] [gelu](alpha * op(a) @ op(b) + bias) (matmul_epilogue.glsl), batched,
 //   op(a)[m, k] = trans_a ? a[k * lda + m] : a[m * lda + k]   (+ batch * stride_a)
 //   op(b)[k, n] = trans_b ? b[n * ldb + k] : b[k * ldb + n]   (+ batch * stride_b)
 //   out[batch * stride_c + m * ldc + n]
@@ -19,11 +19,11 @@ layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 1) readonly buffer B { float b[]; };
 layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 3) writeonly buffer O { float o[]; };
+layout(std430, binding = 3) buffer O { float o[]; };  // read too with accumulate (flag 16)
 layout(push_constant) uniform P {
   uint oa, ob, obias, oo;
   uint M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c;
-  uint flags;  // 1: trans_a, 2: trans_b, 4: bias
+  uint flags;  // 1: trans_a, 2: trans_b, 4: bias, 8: gelu, 16: accumulate (epilogue)
   float alpha;
   uint tile_n0, tile_m0, batch0;
   // With flags & 64 (split k): workgroup z = batch * splits + split covers k in
@@ -31,6 +31,7 @@ layout(push_constant) uniform P {
   // + n], row = batch * M + m, for split_k_reduce.comp.
   uint k_split;
 } p;
+#include "matmul_epilogue.glsl"
 
 const uint BM = 128u, BN = 128u, BK = 8u;
 shared float As[2][BK][BM];  // 2 x 8 x 128 floats: 8 KiB
@@ -137,7 +138,8 @@ void main() {
     const uint m = m0 + (i < 4u ? 4u * ty + i : 64u + 4u * ty + i - 4u);
     [[unroll]] for (uint j = 0u; j < 8u; ++j) {
       const uint n = n0 + (j < 4u ? 4u * tx + j : 64u + 4u * tx + j - 4u);
-      if (m < p.M && n < p.N) o[obase + m * p.ldc + n] = p.alpha * acc[i][j] + bv[j];
+      const uint oi = obase + m * p.ldc + n;
+      if (m < p.M && n < p.N) o[oi] = epilogue(p.alpha * acc[i][j] + bv[j], oi);
     }
   }
 }
