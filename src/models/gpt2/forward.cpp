@@ -49,10 +49,10 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
   const Config& c = config_;
   const Tensor ids_checked = checked_ids(ids_in, c, fn);
   const int64_t B = ids_checked.dim(0), T = ids_checked.dim(1);
-  const int64_t C = c.n_embd, H = c.n_head, hd = c.head_dim();
+  const int64_t C = c.n_embd, H = c.n_head;
   const int64_t pos = cache ? cache->length_ : 0;
   if (cache) {
-    if (cache->n_layer_ != c.n_layer || cache->n_head_ != H || cache->head_dim_ != hd)
+    if (cache->n_layer_ != c.n_layer || cache->n_head_ != H || cache->head_dim_ != c.head_dim())
       fail(fn, ErrorKind::Shape, "the KV cache was made for another model shape");
     if (cache->device_ != device_)
       fail(fn, ErrorKind::Device,
@@ -85,38 +85,24 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
   }
   Tensor x2 = x.reshape({B * T, C});  // the residual stream as rows, same storage
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t S = pos + T;  // positions attended to
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const size_t i = static_cast<size_t>(l);
+    const LayerWeights& L = w.layers[i];
     // --- attention ---
     const Tensor h = layernorm(x2, L.ln_1_w, L.ln_1_b, c.eps);  // [B*T, C]
     const Tensor qkv = matmul(h, L.attn_w, {}, L.attn_b).reshape({B, T, 3 * C});
-    const Tensor q = split_heads(qkv, H, 0);  // [B*H, T, hd]
-    Tensor k = split_heads(qkv, H, 1);
-    Tensor v = split_heads(qkv, H, 2);
-    MatmulSpec qk{.trans_a = false, .trans_b = true, .alpha = scale, .b_rows = 0};
-    MatmulSpec pv{};
-    if (cache) {
-      // Keys/values of the new positions go to rows pos.. of the preallocated caches;
-      // attention then reads the first S rows of each (b_rows), no copy.
-      kv_append(cache->k_[static_cast<size_t>(l)], k, pos);
-      kv_append(cache->v_[static_cast<size_t>(l)], v, pos);
-      k = cache->k_[static_cast<size_t>(l)];
-      v = cache->v_[static_cast<size_t>(l)];
-      qk.b_rows = S;
-      pv.b_rows = S;
-    }
-    const Tensor att = matmul(q, k, qk);                // [B*H, T, S]
-    const Tensor p = softmax(att, true, pos);           // row i sees columns <= pos + i
-    const Tensor y = merge_heads(matmul(p, v, pv), H);  // [B*H, T, hd] -> [B, T, C]
-    add_(x2, matmul(y.reshape({B * T, C}), L.attn_proj_w, {}, L.attn_proj_b));
+    // Fused: with a cache, the new keys/values go to rows pos.. of the preallocated caches
+    // and query t attends to rows 0..pos+t; without, to the new positions 0..t. The [T, S]
+    // scores are never stored.
+    const Tensor y = cache ? attention(qkv, H, cache->k_[i], cache->v_[i], pos)
+                           : attention(qkv, H);  // [B, T, C], heads merged
+    matmul_add_(x2, y.reshape({B * T, C}), L.attn_proj_w, {}, L.attn_proj_b);  // x2 += y W + b
     // --- MLP ---
     const Tensor h2 = layernorm(x2, L.ln_2_w, L.ln_2_b, c.eps);
-    const Tensor f = gelu(matmul(h2, L.fc_w, {}, L.fc_b));  // [B*T, 4C]
-    add_(x2, matmul(f, L.fc_proj_w, {}, L.fc_proj_b));
+    const Tensor f = matmul(h2, L.fc_w, {.gelu = true}, L.fc_b);  // gelu(h2 W + b): [B*T, 4C]
+    matmul_add_(x2, f, L.fc_proj_w, {}, L.fc_proj_b);
   }
-  if (cache) cache->length_ = S;
+  if (cache) cache->length_ = pos + T;
 
   // Only the last position of each sequence is needed for the next token: select it
   // before ln_f and the LM head (the head is the largest matmul of a decode step).
