@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "forge/forge.h"
@@ -84,6 +85,38 @@ TEST(Attention, FusedEqualsTheUnfusedChainOnEveryDevice) {
     // Both wrote the same rows, bit for bit, and nothing past them.
     EXPECT_EQ(kc_f.to_vector<float>(), kc_u.to_vector<float>());
     EXPECT_EQ(vc_f.to_vector<float>(), vc_u.to_vector<float>());
+  }
+}
+
+// attention_at (the position in a tensor on the device) gives attention's results bit for
+// bit, caches included, for decode steps and a few new tokens at once; on a GPU a position
+// past cap - T is clamped to cap - T (the CPU refuses it: tests/test_ops_errors.cpp).
+TEST(Attention, AtAPositionTensorEqualsAttentionBitForBit) {
+  for (const DeviceInfo& info : list_devices()) {
+    const Device dev = info.device;
+    SCOPED_TRACE(dev.str());
+    constexpr int64_t cap = 100;
+    const std::vector<float> init = wave(kHeads * cap * kHd, 2.0f);
+    auto cache = [&] { return Tensor::from_vector(init, {kHeads, cap, kHd}, dev); };
+    for (const auto& [T, pos] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {1, 70}, {3, 97}}) {
+      SCOPED_TRACE("T " + std::to_string(T) + ", pos " + std::to_string(pos));
+      const Tensor qkv = Tensor::from_vector(wave(T * 3 * kC, 0.7f), {1, T, 3 * kC}, dev);
+      Tensor kc = cache(), vc = cache(), kc_at = cache(), vc_at = cache();
+      const Tensor p =
+          Tensor::from_vector(std::vector<uint32_t>{static_cast<uint32_t>(pos)}, {1}, dev);
+      EXPECT_EQ(attention_at(qkv, kHeads, kc_at, vc_at, p).to_vector<float>(),
+                attention(qkv, kHeads, kc, vc, pos).to_vector<float>());
+      EXPECT_EQ(kc_at.to_vector<float>(), kc.to_vector<float>());
+      EXPECT_EQ(vc_at.to_vector<float>(), vc.to_vector<float>());
+    }
+    if (dev.is_cpu()) continue;
+    const Tensor qkv = Tensor::from_vector(wave(2 * 3 * kC, 0.1f), {1, 2, 3 * kC}, dev);
+    Tensor kc = cache(), vc = cache(), kc_at = cache(), vc_at = cache();
+    const Tensor far = Tensor::from_vector(std::vector<uint32_t>{1000000}, {1}, dev);
+    EXPECT_EQ(attention_at(qkv, kHeads, kc_at, vc_at, far).to_vector<float>(),
+              attention(qkv, kHeads, kc, vc, cap - 2).to_vector<float>());
+    EXPECT_EQ(kc_at.to_vector<float>(), kc.to_vector<float>());
   }
 }
 

@@ -323,6 +323,24 @@ TEST(OpsErrors, Attention) {
   EXPECT_EQ(attention(f32({3, 12}), 2).shape(), Shape({1, 3, 4}));
 }
 
+TEST(OpsErrors, AttentionAt) {
+  // qkv [1, 2, 12]: C = 4, 2 heads of hd 2; caches [2, cap 4, 2]; pos U32 [1].
+  const Tensor qkv = f32({1, 2, 12});
+  Tensor kc = f32({2, 4, 2}, 0.0f), vc = f32({2, 4, 2}, 0.0f);
+  const Tensor pos = u32({2}, {1});
+  EXPECT_OP_ERROR(attention_at(qkv, 2, Tensor(), Tensor(), pos), Shape, "attention_at");
+  EXPECT_OP_ERROR(attention_at(qkv, 2, kc, Tensor(), pos), Shape, "attention_at");
+  EXPECT_OP_ERROR(attention_at(qkv, 2, kc, vc, f32({1}, 2.0f)), DType, "attention_at");
+  EXPECT_OP_ERROR(attention_at(qkv, 2, kc, vc, u32({1, 1}, {2})), Shape, "attention_at");
+  EXPECT_OP_ERROR(attention_at(qkv, 2, kc, vc, Tensor()), Shape, "attention_at");
+  EXPECT_OP_ERROR(attention_at(qkv, 2, kc, vc, u32({3}, {1})), Range, "attention_at");  // 3 + 2 > 4
+  EXPECT_OP_ERROR(attention_at(qkv, 3, kc, vc, pos), Shape, "attention_at");
+  EXPECT_OP_ERROR(attention_at(f32({1, 5, 12}), 2, kc, vc, pos), Range, "attention_at");  // T > cap
+  EXPECT_OP_ERROR(attention_at(qkv, 2, f32({2, 4, 3}), f32({2, 4, 3}), pos), Shape, "attention_at");
+  for (float v : kc.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  EXPECT_EQ(attention_at(qkv, 2, kc, vc, pos).shape(), Shape({1, 2, 4}));
+}
+
 TEST(OpsErrors, AdamW) {
   Tensor p = f32({4}), m = f32({4}, 0.0f), v = f32({4}, 0.0f);
   const Tensor g = f32({4});

@@ -19,9 +19,9 @@ namespace forge {
 
 /// GPU time of one kernel over a profiled span (Backend::kernel_times).
 struct KernelTime {
-  std::string kernel;      // the kernel (Vulkan: shader) name
+  std::string kernel;  // the kernel (Vulkan: shader) name
   uint64_t dispatches = 0;
-  double ms = 0.0;         // device time between the timestamps around each dispatch
+  double ms = 0.0;  // device time between the timestamps around each dispatch
 };
 
 /// A recorded sequence of kernels (Backend::end_capture), run again by Backend::replay.
@@ -115,6 +115,10 @@ class Backend {
   /// both [B*n_head, cap, hd] with pos + T <= cap; out: [B, T, C]; T >= 1, hd >= 1.
   virtual void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
                          int64_t pos, Tensor& out) = 0;
+  /// attention() with caches, the position read from pos (U32 [1] on this device) and
+  /// clamped to cap - T.
+  virtual void attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                            const Tensor& pos, Tensor& out) = 0;
 
   // --- training kernels ---
   virtual void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;

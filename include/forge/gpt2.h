@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,7 @@ struct ModelOptions {
 };
 
 class KVCache;
+struct DecodeGraph;  // forward.cpp: a captured decode step
 
 /// Evaluation settings; see evaluate().
 struct EvalOptions {
@@ -179,6 +181,9 @@ class Model {
   // pos.. (pos = cache ? cache->length() : 0); returns hidden states after ln_f
   // (`head` false) or logits; of every position (`all`) or only the last one ([B, *]).
   Tensor run(const Tensor& ids, KVCache* cache, bool head, bool all, const char* fn) const;
+  // A batch-1 decode step through the cache's captured graph (recorded on first use, again
+  // when the weights' or caches' buffers change); `token` is range-checked.
+  Tensor decode_replayed(uint32_t token, KVCache& cache) const;
 
   Config config_;
   Weights weights_;
@@ -211,6 +216,9 @@ class KVCache {
   int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0;
   Device device_ = Device::cpu();
   std::vector<Tensor> k_, v_;
+  // The captured decode step on a GPU that can capture (shared by copies of the cache, which
+  // share its buffers too).
+  std::shared_ptr<DecodeGraph> graph_;
 };
 
 /// Loss and perplexity of one token sequence (>= 2 tokens). Sequences longer than the

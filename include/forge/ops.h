@@ -72,19 +72,26 @@ Tensor softmax(const Tensor& x, bool causal = false, int64_t offset = 0);
 /// biased variance. gamma, beta: [C].
 Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f);
 
+/// How the embedding ops treat ids that are already on the table's GPU: read them back to
+/// range-check them (a wait for all queued work), or trust the caller: a captured decode
+/// step, whose host checks every token before writing it to the device. A trusted id out of
+/// range leaves its output row unwritten; nothing is ever read outside the table.
+enum class DeviceIds { check, trusted };
+
 /// Row gather: out[..., :] = table[ids[...], :]. ids: U32 of any shape; table: [V, C];
 /// out: ids.shape + [C]. Error(Range) if any id >= V.
 ///
 /// Ids and targets of the index ops (embedding, embedding_chunked, scatter_add_rows,
 /// gather_nll, ce_bwd) may stay on the CPU when the data is on a GPU: they are range-checked
 /// on the host and uploaded with the recorded work, where ids already on a GPU must be read
-/// back (a wait for all queued work) to be checked.
-Tensor embedding(const Tensor& ids, const Tensor& table);
+/// back (a wait for all queued work) to be checked (unless DeviceIds::trusted).
+Tensor embedding(const Tensor& ids, const Tensor& table, DeviceIds device_ids = DeviceIds::check);
 
 /// The same gather over a table split into row chunks (chunk i holds the rows after those
 /// of chunks 0..i-1), so no single buffer exceeds a device's binding limit. Every chunk is
 /// [V_i, C] with one C. The result equals embedding(ids, concat(chunks)) exactly.
-Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks);
+Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks,
+                         DeviceIds device_ids = DeviceIds::check);
 
 /// out = alpha * a @ concat(chunks)^T: a is [..., K], each chunk [V_i, K];
 /// out is [..., sum V_i]. The tied LM head over a row-chunked wte.
@@ -120,6 +127,18 @@ void kv_append(Tensor& cache, const Tensor& x, int64_t pos);
 /// hd <= 128 (Unsupported beyond).
 Tensor attention(const Tensor& qkv, int64_t n_head, Tensor k_cache = Tensor(),
                  Tensor v_cache = Tensor(), int64_t pos = 0);
+
+/// attention() with caches whose position is a U32 [1] tensor on qkv's device instead of a
+/// host integer: a decode step recorded once (Backend::begin_capture) and replayed at every
+/// position, the host writing the position to `pos` before each replay. Same results as
+/// attention(qkv, n_head, k_cache, v_cache, pos[0]), bit for bit on every backend.
+/// The position is not read back from a GPU (that would wait for all queued work): there a
+/// position beyond cap - T is clamped to cap - T, so nothing outside the caches is touched;
+/// callers range-check it on the host. A position on the CPU is checked: Error(Range).
+/// Errors: those of attention() with caches; pos not U32 [1] (DType/Shape) or on another
+/// device (Device); Unsupported on a GPU backend without the kernel for it.
+Tensor attention_at(const Tensor& qkv, int64_t n_head, Tensor k_cache, Tensor v_cache,
+                    const Tensor& pos);
 
 // ----------------------------------------------------------------------------------------
 // Training ops (the backward rules of the ops above, the loss, the optimizer)

@@ -15,12 +15,14 @@ namespace {
 
 // Every element of `ids` (U32) is < limit; names the first offender otherwise. Returns the
 // ids on `device`: host ids are checked where they are and uploaded (no readback); ids on a
-// GPU are read back to be checked. Error(Device) for ids on another GPU.
+// GPU are read back to be checked, unless `trusted`. Error(Device) for ids on another GPU.
 Tensor checked_ids_on(const char* op, const char* name, const Tensor& ids, int64_t limit,
-                      const char* limit_name, Device device) {
+                      const char* limit_name, Device device,
+                      DeviceIds device_ids = DeviceIds::check) {
   if (ids.device() != device && ids.device() != Device::cpu())
     fail(ErrorKind::Device, op,
          std::string(name) + "s are on " + ids.device().str() + ", the data on " + device.str());
+  if (device_ids == DeviceIds::trusted && ids.device() == device && !device.is_cpu()) return ids;
   const std::vector<uint32_t> v = ids.to_vector<uint32_t>();
   for (size_t i = 0; i < v.size(); ++i) {
     if (static_cast<int64_t>(v[i]) >= limit)
@@ -53,18 +55,20 @@ Tensor check_logits_targets(const char* op, const Tensor& logits, const Tensor& 
 
 }  // namespace
 
-Tensor embedding(const Tensor& ids_in, const Tensor& table) {
+Tensor embedding(const Tensor& ids_in, const Tensor& table, DeviceIds device_ids) {
   const char* op = "embedding";
   check_u32(op, "ids", ids_in);
   check_f32(op, "table", table);
   check_rank(op, "table", table, 2, 2);
-  const Tensor ids = checked_ids_on(op, "id", ids_in, table.dim(0), "table rows", table.device());
+  const Tensor ids =
+      checked_ids_on(op, "id", ids_in, table.dim(0), "table rows", table.device(), device_ids);
   Tensor out = Tensor::empty(gathered_shape(op, ids, table.dim(1)), DType::F32, table.device());
   if (out.numel() > 0) backend_for(table.device()).embedding(ids, table, 0, out);
   return out;
 }
 
-Tensor embedding_chunked(const Tensor& ids_in, const std::vector<Tensor>& chunks) {
+Tensor embedding_chunked(const Tensor& ids_in, const std::vector<Tensor>& chunks,
+                         DeviceIds device_ids) {
   const char* op = "embedding_chunked";
   check_u32(op, "ids", ids_in);
   if (chunks.empty()) fail(ErrorKind::Shape, op, "no chunks");
@@ -84,7 +88,8 @@ Tensor embedding_chunked(const Tensor& ids_in, const std::vector<Tensor>& chunks
     total_rows += c.dim(0);
   }
   const Device dev = chunks[0].device();
-  const Tensor ids = checked_ids_on(op, "id", ids_in, total_rows, "total table rows", dev);
+  const Tensor ids =
+      checked_ids_on(op, "id", ids_in, total_rows, "total table rows", dev, device_ids);
   Backend& be = backend_for(dev);
   Tensor out = Tensor::empty(gathered_shape(op, ids, C), DType::F32, dev);
   // Each id falls into exactly one chunk, so every row of out is written exactly once.

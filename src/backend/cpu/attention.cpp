@@ -1,6 +1,7 @@
 // CPU fused causal attention (CpuBackend::attention): the new keys/values go to the caches,
 // then one pool task per (batch*head, tile of kAttnBr queries) runs the tile kernel of
 // attention_loops.h (this file holds its baseline-ISA build).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -73,6 +74,14 @@ void CpuBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
     std::vector<float> scratch(attn_scratch_floats(a));
     kernel(a, scratch.data());
   });
+}
+
+void CpuBackend::attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                              const Tensor& pos, Tensor& out) {
+  // The position is host data here; clamped like the GPU kernels clamp theirs (the ops
+  // layer has already refused one out of range).
+  const int64_t at = std::min<int64_t>(pos.data<uint32_t>()[0], k_cache.dim(1) - out.dim(1));
+  attention(qkv, n_head, k_cache, v_cache, at, out);
 }
 
 }  // namespace forge::cpu

@@ -30,8 +30,7 @@ class CpuBackend final : public Backend {
   void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) override;
   void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                  Tensor& out) override;
-  void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin,
-                 Tensor& out) override;
+  void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out) override;
   void matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha, int64_t col_begin,
                           Tensor& out) override;
   void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) override;
@@ -39,11 +38,13 @@ class CpuBackend final : public Backend {
   void kv_append(Tensor& cache, const Tensor& x, int64_t pos) override;
   void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
                  Tensor& out) override;
+  void attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                    const Tensor& pos, Tensor& out) override;
 
   void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) override;
   void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) override;
-  void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps,
-                     Tensor& dx, Tensor& dgamma, Tensor& dbeta) override;
+  void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps, Tensor& dx,
+                     Tensor& dgamma, Tensor& dbeta) override;
   void sum_rows(const Tensor& x, Tensor& out) override;
   void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) override;
   void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) override;

@@ -47,6 +47,10 @@ Context::Context(int index, Device device) : device_(device) {
   name_ = p2.properties.deviceName;
   max_allocation_ = m3.maxMemoryAllocationSize;
   max_bindings_ = std::min(kMaxBindings, limits_.maxPerStageDescriptorStorageBuffers);
+  // FORGE_VULKAN_MAX_BINDINGS=n (tests): act as a device binding at most n buffers (the
+  // kernels' fallbacks for devices at Vulkan's minimum of 4).
+  if (const char* e = std::getenv("FORGE_VULKAN_MAX_BINDINGS"))
+    max_bindings_ = std::clamp<uint32_t>(static_cast<uint32_t>(std::atoi(e)), 4, max_bindings_);
   if (limits_.maxComputeWorkGroupInvocations < 256 || limits_.maxPushConstantsSize < kPushBytes)
     throw Error(ErrorKind::Unsupported,
                 "device " + device.str() + " (" + name_ +
@@ -374,8 +378,7 @@ void Context::dispatch(const char* shader, const std::vector<Arg>& args,
                          static_cast<uint32_t>(args.size()), writes.data());
   } else {
     vkUpdateDescriptorSets(dev_, static_cast<uint32_t>(args.size()), writes.data(), 0, nullptr);
-    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,
-                            nullptr);
+    vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   }
   vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                      static_cast<uint32_t>(npush * 4), push.data());

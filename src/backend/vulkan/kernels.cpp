@@ -152,8 +152,7 @@ void VulkanBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Te
   // At least one block: with no rows it writes the zeros dgamma and dbeta must hold.
   const uint64_t blocks = std::max<uint64_t>(1, (static_cast<uint64_t>(R) + block - 1) / block);
   auto part = ctx_->scratch(2 * blocks * static_cast<uint64_t>(C) * sizeof(float));
-  ctx_->dispatch("layernorm_bwd_params",
-                 {in(x), in(dy), whole(*stats, false), whole(*part, true)},
+  ctx_->dispatch("layernorm_bwd_params", {in(x), in(dy), whole(*stats, false), whole(*part, true)},
                  {u(R), u(C), u(static_cast<int64_t>(block))}, u((C + 255) / 256),
                  static_cast<uint32_t>(blocks));
   const size_t half = blocks * static_cast<uint64_t>(C) * sizeof(float);
@@ -256,46 +255,71 @@ void VulkanBackend::kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
 
 void VulkanBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
                               int64_t pos, Tensor& o) {
+  attend(qkv, n_head, k_cache, v_cache, pos, nullptr, o);
+}
+
+void VulkanBackend::attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache,
+                                 Tensor& v_cache, const Tensor& pos, Tensor& o) {
+  if (ctx_->max_bindings() < kAttnDecodeBindings)
+    throw Error(ErrorKind::Unsupported, "vulkan: attention_at: the device binds only " +
+                                            std::to_string(ctx_->max_bindings()) +
+                                            " storage buffers per shader, it needs " +
+                                            std::to_string(kAttnDecodeBindings));
+  attend(qkv, n_head, k_cache, v_cache, 0, &pos, o);
+}
+
+void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                           int64_t pos, const Tensor* pos_at, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t B = o.dim(0), T = o.dim(1), C = o.dim(2), hd = C / n_head, G = B * n_head;
   if (hd > 128)
     throw Error(ErrorKind::Unsupported, "vulkan: attention: head dimension " + std::to_string(hd) +
                                             " > 128 is not supported");
   const bool cached = k_cache.defined();
+  const int64_t cap = cached ? k_cache.dim(1) : 0;
   // Every index the shaders form stays below the element counts checked here (32-bit).
   u(qkv.numel());
   u(o.numel());
   if (cached) u(k_cache.numel());
   // Without caches the cache bindings are qkv again (read-only here; the shaders never
-  // touch them when cached = 0): a shader binds exactly 4 buffers.
+  // touch them when cached = 0).
   const Arg kc = cached ? out(k_cache) : in(qkv);
   const Arg vc = cached ? out(v_cache) : in(qkv);
-  // Both shaders take the same push constants; tiles = query tiles per head of BR rows
-  // (prefill only: BR = 64, or 32 for hd > 64 as the shader's shared memory allows).
-  const bool wide = hd > 64;
-  const int64_t tiles = (T + (wide ? 32 : 64) - 1) / (wide ? 32 : 64);
-  const std::vector<uint32_t> params = {u(T),
-                                        u(n_head),
-                                        u(hd),
-                                        u(cached ? k_cache.dim(1) : 0),
-                                        u(pos),
-                                        cached ? 1u : 0u,
-                                        f(1.0f / std::sqrt(static_cast<float>(hd))),
-                                        u(tiles),
-                                        u(G)};
-  const std::vector<Arg> args = {in(qkv), kc, vc, out(o)};
+  const uint32_t scale = f(1.0f / std::sqrt(static_cast<float>(hd)));
   uint32_t gx = 0, gy = 0;
-  // A decode step (T small): a workgroup per query scanning all its keys. Prefill: the
-  // tiled flash kernel (a workgroup per tile of queries), whose tiles would be mostly empty
-  // for a handful of queries.
+
+  // A decode step (T small; always for attention_at): the queries' keys split over
+  // workgroups, the last of a query's workgroups combining their partials. The split count
+  // depends on the shapes and the cache's capacity only, not on pos, so attention_at (pos
+  // read on the device) gives attention's results bit for bit. About kAttnGroups
+  // workgroups in all, each with at least one chunk of 32 keys of the capacity.
   constexpr int64_t kDecodeMaxT = 8;
-  if (T <= kDecodeMaxT) {
-    ctx_->groups_1d(static_cast<uint64_t>(G * T), gx, gy);
+  if (pos_at || (T <= kDecodeMaxT && ctx_->max_bindings() >= kAttnDecodeBindings)) {
+    const int64_t queries = G * T, chunks = ((cached ? cap : T) + 31) / 32;
+    int64_t splits = std::min(chunks, (kAttnGroups + queries - 1) / queries);
+    // The work buffer: kAttnCounters counters, then the partials (2 + hd floats each).
+    const int64_t room = static_cast<int64_t>(attn_work_->bytes() / 4) - kAttnCounters;
+    if (queries > kAttnCounters) splits = 1;
+    splits = std::max<int64_t>(1, std::min(splits, room / (queries * (hd + 2))));
+    const std::vector<uint32_t> params = {
+        u(T),  u(n_head), u(hd), u(cap), u(pos), (cached ? 1u : 0u) | (pos_at ? 2u : 0u),
+        scale, u(splits), u(G)};
+    // Without a position tensor binding 5 is qkv again, never read.
+    const std::vector<Arg> args = {
+        in(qkv), kc, vc, out(o), whole(*attn_work_, true), pos_at ? in(*pos_at) : in(qkv)};
+    ctx_->groups_1d(static_cast<uint64_t>(queries * splits), gx, gy);
     ctx_->dispatch("attention_decode", args, params, gx, gy);
     return;
   }
+  // Prefill: the tiled flash kernel (a workgroup per tile of BR queries: 64, or 32 for
+  // hd > 64 as the shader's shared memory allows).
+  const bool wide = hd > 64;
+  const int64_t tiles = (T + (wide ? 32 : 64) - 1) / (wide ? 32 : 64);
+  const std::vector<uint32_t> params = {u(T),  u(n_head), u(hd), u(cap), u(pos), cached ? 1u : 0u,
+                                        scale, u(tiles),  u(G)};
   ctx_->groups_1d(static_cast<uint64_t>(G * tiles), gx, gy);
-  ctx_->dispatch(wide ? "attention_prefill_hd128" : "attention_prefill", args, params, gx, gy);
+  ctx_->dispatch(wide ? "attention_prefill_hd128" : "attention_prefill", {in(qkv), kc, vc, out(o)},
+                 params, gx, gy);
 }
 
 // --- matmul ---------------------------------------------------------------------------------
@@ -350,8 +374,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
     std::vector<uint32_t> params = dims;
     params.insert(params.end(), {flags | 64u, f(alpha), 0u, 0u, 0u, k_split});
     ctx_->dispatch(shader, {a, b, bias ? *bias : a, whole(*part, true)}, params,
-                   static_cast<uint32_t>(tiles_n),
-                   static_cast<uint32_t>(gemv ? s : tiles_m),
+                   static_cast<uint32_t>(tiles_n), static_cast<uint32_t>(gemv ? s : tiles_m),
                    static_cast<uint32_t>(gemv ? batch : batch * s));
     // GEMV rows are batches (stride_c apart), a matmul's rows (batch * M + m) ldc apart.
     run_1d("split_k_reduce", {whole(*part, false), bias ? *bias : a, o},

@@ -13,6 +13,11 @@
 
 namespace forge::vk {
 
+/// attention_decode.comp's bindings, counters (its COUNTERS), workgroups wanted per call.
+constexpr uint32_t kAttnDecodeBindings = 6;
+constexpr int64_t kAttnCounters = 16384;
+constexpr int64_t kAttnGroups = 256;
+
 class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(int index);
@@ -28,7 +33,10 @@ class VulkanBackend final : public Backend {
   void synchronize() override;
   void set_profiling(bool on) override;
   std::vector<KernelTime> kernel_times() override;
-  bool can_capture() const override { return ctx_->can_capture(); }
+  /// A decode step's capture needs attention_at too.
+  bool can_capture() const override {
+    return ctx_->can_capture() && ctx_->max_bindings() >= kAttnDecodeBindings;
+  }
   void begin_capture() override { ctx_->begin_capture(); }
   std::shared_ptr<Graph> end_capture() override { return ctx_->end_capture(); }
   void abort_capture() override { ctx_->abort_capture(); }
@@ -49,6 +57,8 @@ class VulkanBackend final : public Backend {
   void kv_append(Tensor& cache, const Tensor& x, int64_t pos) override;
   void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
                  Tensor& out) override;
+  void attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                    const Tensor& pos, Tensor& out) override;
 
   void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) override;
   void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) override;
@@ -87,8 +97,17 @@ class VulkanBackend final : public Backend {
             const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
             uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N);
 
+  /// attention and attention_at: the decode kernel (split keys; it binds
+  /// kAttnDecodeBindings buffers) or the prefill kernel. pos_at: the position on the device.
+  void attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
+              const Tensor* pos_at, Tensor& out);
+
   int index_;
   std::unique_ptr<Context> ctx_;
+  // attention_decode.comp's work buffer: kAttnCounters arrival counters (0 between
+  // dispatches: made zeroed, reset by the kernel), then the splits' partials. Made with the
+  // backend, so that a captured decode step never needs a new one.
+  std::shared_ptr<VkStorage> attn_work_;
 };
 
 /// The backend of vulkan:index, created on first use (Error(Backend) naming the cause if

@@ -6,8 +6,13 @@
 //
 // Everything runs through the ops in ops.h, so the same code serves every backend.
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "forge/backend.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
@@ -45,6 +50,102 @@ Tensor checked_ids(const Tensor& ids, const Config& c, const char* fn) {
 
 }  // namespace
 
+namespace {
+
+/// One transformer block on the residual stream x2 [R, C], in place:
+///   x2 += attn(ln_1(x2));  x2 += mlp(ln_2(x2))
+/// `attend` maps qkv [R, 3C] to the heads' merged output [R, C] (the fused attention op,
+/// with the positions and caches the caller has).
+template <typename Attend>
+void block(Tensor& x2, const LayerWeights& L, float eps, const Attend& attend) {
+  const Tensor h = layernorm(x2, L.ln_1_w, L.ln_1_b, eps);  // [R, C]
+  const Tensor qkv = matmul(h, L.attn_w, {}, L.attn_b);     // [R, 3C]
+  matmul_add_(x2, attend(qkv), L.attn_proj_w, {}, L.attn_proj_b);
+  const Tensor h2 = layernorm(x2, L.ln_2_w, L.ln_2_b, eps);
+  const Tensor f = matmul(h2, L.fc_w, {.gelu = true}, L.fc_b);  // gelu(h2 W + b): [R, 4C]
+  matmul_add_(x2, f, L.fc_proj_w, {}, L.fc_proj_b);
+}
+
+/// Captured decode steps: off with FORGE_DECODE_GRAPH=0 (to compare, or to profile kernels
+/// one by one; profiling turns them off by itself).
+bool decode_graphs_enabled() {
+  const char* e = std::getenv("FORGE_DECODE_GRAPH");
+  return !(e && std::string(e) == "0");
+}
+
+}  // namespace
+
+/// A decode step (B = 1, T = 1) recorded once and replayed for every token: what changes
+/// between steps, the token and its position, lives in `step` (U32 [2] on the device), which
+/// the host writes before each replay, so the recorded kernels never change.
+struct DecodeGraph {
+  std::vector<std::pair<const Storage*, size_t>> buffers;  // weights and caches it bakes in
+  Tensor step;                                             // {token, position}
+  Tensor logits;                                           // [1, V], rewritten by each replay
+  std::shared_ptr<Graph> graph;
+};
+
+Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
+  const Config& c = config_;
+  const Weights& w = weights_;
+  Backend& be = backend_for(device_);
+  // The buffers the graph reads and writes; a new graph when any changed (weights replaced,
+  // not updated in place, or another cache's buffers).
+  std::vector<std::pair<const Storage*, size_t>> buffers;
+  auto use = [&](const Tensor& t) { buffers.emplace_back(t.storage().get(), t.offset()); };
+  for (const Tensor& t : w.wte) use(t);
+  use(w.wpe);
+  for (const LayerWeights& L : w.layers)
+    for (const Tensor* t :
+         {&L.ln_1_w, &L.ln_1_b, &L.attn_w, &L.attn_b, &L.attn_proj_w, &L.attn_proj_b, &L.ln_2_w,
+          &L.ln_2_b, &L.fc_w, &L.fc_b, &L.fc_proj_w, &L.fc_proj_b})
+      use(*t);
+  use(w.ln_f_w);
+  use(w.ln_f_b);
+  for (const Tensor& t : w.lm_head) use(t);
+  for (const Tensor& t : cache.k_) use(t);
+  for (const Tensor& t : cache.v_) use(t);
+  std::shared_ptr<DecodeGraph>& g = cache.graph_;
+  if (!g || g->buffers != buffers) {
+    g.reset();  // frees the old graph's buffers first
+    auto ng = std::make_shared<DecodeGraph>();
+    ng->buffers = std::move(buffers);
+    ng->step = Tensor::empty({2}, DType::U32, device_);  // written before every replay
+    be.synchronize();
+    be.begin_capture();
+    try {
+      const Tensor tok = ng->step.narrow_rows(0, 1);  // [1]
+      const Tensor pos = ng->step.narrow_rows(1, 1);  // [1]
+      Tensor x = w.wte.size() == 1 ? embedding(tok, w.wte[0], DeviceIds::trusted)
+                                   : embedding_chunked(tok, w.wte, DeviceIds::trusted);  // [1, C]
+      add_(x, embedding(pos, w.wpe, DeviceIds::trusted));
+      for (int64_t l = 0; l < c.n_layer; ++l) {
+        const size_t i = static_cast<size_t>(l);
+        block(x, w.layers[i], c.eps, [&](const Tensor& qkv) {
+          return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, cache.k_[i], cache.v_[i],
+                              pos)
+              .reshape({1, c.n_embd});
+        });
+      }
+      ng->logits = lm_head(layernorm(x, w.ln_f_w, w.ln_f_b, c.eps));  // [1, V]
+      ng->graph = be.end_capture();
+    } catch (...) {
+      be.abort_capture();
+      throw;
+    }
+    g = std::move(ng);
+  }
+  const int64_t pos = cache.length_;
+  g->step.copy_from(std::vector<uint32_t>{token, static_cast<uint32_t>(pos)});
+  be.replay(*g->graph);
+  cache.length_ = pos + 1;
+  // A copy the caller owns (the graph's logits are rewritten by the next replay); it joins
+  // the same submit.
+  Tensor out = Tensor::empty(g->logits.shape(), DType::F32, device_);
+  out.copy_from(g->logits);
+  return out;
+}
+
 Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, const char* fn) const {
   const Config& c = config_;
   const Tensor ids_checked = checked_ids(ids_in, c, fn);
@@ -70,6 +171,11 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
     fail(fn, ErrorKind::Range,
          "context overflow: " + std::to_string(pos + T) + " positions exceed n_ctx = " +
              std::to_string(c.n_ctx) + " (truncate the input or evaluate in windows)");
+  // A batch-1 decode step on a GPU that can capture: the recorded step, replayed (one
+  // submit, no recording cost per token). The ids were range-checked above, on the host.
+  if (cache && B == 1 && T == 1 && head && !all && backend_for(device_).can_capture() &&
+      decode_graphs_enabled())
+    return decode_replayed(ids_checked.to_vector<uint32_t>()[0], *cache);
   // Host ids stay on the host: the embedding op uploads them with the recorded work (ids on
   // a GPU would be read back to be range-checked: a wait per token).
   const Tensor& ids = ids_checked;
@@ -87,20 +193,15 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
 
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const size_t i = static_cast<size_t>(l);
-    const LayerWeights& L = w.layers[i];
-    // --- attention ---
-    const Tensor h = layernorm(x2, L.ln_1_w, L.ln_1_b, c.eps);  // [B*T, C]
-    const Tensor qkv = matmul(h, L.attn_w, {}, L.attn_b).reshape({B, T, 3 * C});
-    // Fused: with a cache, the new keys/values go to rows pos.. of the preallocated caches
-    // and query t attends to rows 0..pos+t; without, to the new positions 0..t. The [T, S]
-    // scores are never stored.
-    const Tensor y = cache ? attention(qkv, H, cache->k_[i], cache->v_[i], pos)
-                           : attention(qkv, H);  // [B, T, C], heads merged
-    matmul_add_(x2, y.reshape({B * T, C}), L.attn_proj_w, {}, L.attn_proj_b);  // x2 += y W + b
-    // --- MLP ---
-    const Tensor h2 = layernorm(x2, L.ln_2_w, L.ln_2_b, c.eps);
-    const Tensor f = matmul(h2, L.fc_w, {.gelu = true}, L.fc_b);  // gelu(h2 W + b): [B*T, 4C]
-    matmul_add_(x2, f, L.fc_proj_w, {}, L.fc_proj_b);
+    // Fused attention: with a cache, the new keys/values go to rows pos.. of the
+    // preallocated caches and the queries attend to rows 0..pos+t; without, to the new
+    // positions only. The [T, S] scores are never stored.
+    block(x2, w.layers[i], c.eps, [&](const Tensor& qkv) {
+      const Tensor qkv3 = qkv.reshape({B, T, 3 * C});
+      const Tensor y =
+          cache ? attention(qkv3, H, cache->k_[i], cache->v_[i], pos) : attention(qkv3, H);
+      return y.reshape({B * T, C});
+    });
   }
   if (cache) cache->length_ = pos + T;
 
