@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "backend/vulkan/vulkan_backend.h"
@@ -34,6 +35,27 @@ constexpr uint64_t kWidth = 256;  // invocations per workgroup of the 1-D and ro
 // 4 bias and 64 split k in their `flags` push constant.
 constexpr uint32_t kEpilogueGelu = 8;
 constexpr uint32_t kEpilogueAdd = 16;
+
+/// The flash-attention prefill kernel for head dimension hd and its queries per workgroup
+/// (rows). hd <= 64: attention_prefill (16x16 invocations of 4x2 scores) or
+/// attention_prefill_big (8x16 of 4x4 scores: twice the FMAs per invocation, its shared
+/// reads in aligned runs of 4); both take 32 KiB of shared memory. FORGE_VULKAN_ATTENTION_TILE = small | big picks one, auto
+/// (or unset) takes big on devices with >= 48 KiB of shared memory (desktop GPUs) and small
+/// below (lavapipe, as before big existed).
+const char* prefill_kernel(int64_t hd, uint32_t shared_bytes, int64_t& rows) {
+  const char* env = std::getenv("FORGE_VULKAN_ATTENTION_TILE");
+  const std::string tile = env && *env ? env : "auto";
+  if (tile != "auto" && tile != "small" && tile != "big")
+    throw Error(ErrorKind::Unsupported, "vulkan: attention: FORGE_VULKAN_ATTENTION_TILE=" + tile +
+                                            " (expected auto, small or big)");
+  if (hd > 64) {
+    rows = 32;
+    return "attention_prefill_hd128";
+  }
+  rows = 64;
+  const bool big = tile == "big" || (tile == "auto" && shared_bytes >= 48 * 1024);
+  return big ? "attention_prefill_big" : "attention_prefill";
+}
 
 }  // namespace
 
@@ -311,15 +333,14 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
     ctx_->dispatch("attention_decode", args, params, gx, gy);
     return;
   }
-  // Prefill: the tiled flash kernel (a workgroup per tile of BR queries: 64, or 32 for
-  // hd > 64 as the shader's shared memory allows).
-  const bool wide = hd > 64;
-  const int64_t tiles = (T + (wide ? 32 : 64) - 1) / (wide ? 32 : 64);
+  // Prefill: the tiled flash kernel (a workgroup per tile of `rows` queries).
+  int64_t rows = 0;
+  const char* prefill = prefill_kernel(hd, ctx_->limits().maxComputeSharedMemorySize, rows);
+  const int64_t tiles = (T + rows - 1) / rows;
   const std::vector<uint32_t> params = {u(T),  u(n_head), u(hd), u(cap), u(pos), cached ? 1u : 0u,
                                         scale, u(tiles),  u(G)};
   ctx_->groups_1d(static_cast<uint64_t>(G * tiles), gx, gy);
-  ctx_->dispatch(wide ? "attention_prefill_hd128" : "attention_prefill", {in(qkv), kc, vc, out(o)},
-                 params, gx, gy);
+  ctx_->dispatch(prefill, {in(qkv), kc, vc, out(o)}, params, gx, gy);
 }
 
 // --- matmul ---------------------------------------------------------------------------------

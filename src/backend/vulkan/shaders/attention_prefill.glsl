@@ -1,31 +1,39 @@
-// The body of the flash-attention prefill kernels (attention_prefill.comp: hd <= 64,
-// attention_prefill_hd128.comp: hd <= 128). The including file defines
-//   HD  the largest head dimension (a multiple of 16),
-//   BR  queries per workgroup, BC keys per step (multiples of 16; BC a power of 2 <= 32),
-// chosen so that the shared arrays take exactly 32 KiB (lavapipe's limit; NVIDIA's is 48).
+// The body of the flash-attention prefill kernels (attention_prefill.comp and
+// attention_prefill_big.comp: hd <= 64, attention_prefill_hd128.comp: hd <= 128). The
+// including file defines the tile:
+//   HD  the largest head dimension,
+//   WX, WY  the workgroup's invocations: WX across keys (and dimensions), WY across queries,
+//   RI  queries per invocation, KJ keys per invocation (scores), DC dimensions per
+//       invocation (P V); so BR = WY * RI queries per workgroup, BC = WX * KJ keys per step
+//       (a power of 2 <= 32), HD = WX * DC, BR a multiple of 32;
+//   VW  1, or 4: an invocation's keys and dimensions come in runs of VW consecutive ones
+//       (then RI, KJ and DC are multiples of VW): the runs of 4 are 16-byte aligned in
+//       shared memory, so a GPU may read each with one vector load.
+// Shared memory: Q HD * BR floats, K/P max(HD * BC, BC * BR), V BC * HD.
 //
-// One 16x16 workgroup per (b*H + h, tile of BR queries); flat index f: tile
+// One workgroup per (b*H + h, tile of BR queries); flat index f: tile
 // tiles - 1 - f / G, head g = f % G (the longest tiles first, so the causal triangle's tail
 // is short). Per key block:
 //   1. the K tile (transposed: [d][key]) and the V tile ([key][d]) go to shared memory;
 //      keys s < pos come from the caches, the new ones (s >= pos) from qkv;
-//   2. invocation (tx, ty) scores queries ty*RI + i (i < RI) against keys tx + 16c (c < KJ)
+//   2. invocation (tx, ty) scores queries ty*RI + i (i < RI) against its KJ keys kcol(c)
 //      from the shared Q and K tiles, into registers;
-//   3. row max over the 16 invocations of a row through shared memory; online softmax: the
+//   3. row max over the WX invocations of a row through shared memory; online softmax: the
 //      running max m, this invocation's share of the running sum, the output accumulator
 //      rescaled by exp(m_old - m_new);
 //   4. the probabilities go to shared memory (P [key][query]) and every invocation adds
-//      P V for its queries and dimensions tx + 16c (c < DC).
-// The scores never leave the workgroup. The row sums are added over the 16 invocations in a
+//      P V for its queries and its DC dimensions kcol(c).
+// The scores never leave the workgroup. The row sums are added over the WX invocations in a
 // fixed order at the end: deterministic. The workgroup also writes its queries' keys and
 // values to rows pos + t of the caches; no workgroup reads cache rows >= pos.
-// Bank conflicts: K is stored at [d][key ^ (d % BC)] and P at [key][query ^ (key % 32)]:
-// consecutive invocations then hit distinct banks both when storing and when reading.
+// Bank conflicts: K is stored at [d][key ^ (d % BC)] and P at [key][query ^ (key % 32)],
+// the XOR's low log2(VW) bits cleared so that runs of VW stay whole: consecutive
+// invocations then hit distinct banks (or distinct runs) both when storing and when reading.
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-const uint RI = BR / 16u, KJ = BC / 16u, DC = HD / 16u;
-layout(local_size_x = 16, local_size_y = 16) in;
+const uint BR = WY * RI, BC = WX * KJ, NT = WX * WY;
+layout(local_size_x = WX, local_size_y = WY) in;
 layout(std430, binding = 0) readonly buffer QKV { float qkv[]; };
 layout(std430, binding = 1) buffer KC { float kc[]; };
 layout(std430, binding = 2) buffer VC { float vc[]; };
@@ -39,14 +47,22 @@ layout(push_constant) uniform P {
 } p;
 
 const float NEG = -3.402823466e38;  // "no score yet": exp(NEG - x) is 0 for any score x
-const uint KP_SIZE = HD * BC > BC * BR ? HD * BC : BC * BR;
+const uint KP_SIZE = HD * BC > BC * BR ? HD * BC : BC * BR;  // >= BR * (WX + 1) too
+const uint KSW = BC - VW, PSW = 32u - VW;                   // the XOR swizzles' masks
 shared float Qs[HD * BR];  // [d][query], scaled
-shared float KP[KP_SIZE];  // the K tile [d][key]; then row maxima [query][17]; then P
+shared float KP[KP_SIZE];  // the K tile [d][key]; then row maxima [query][WX + 1]; then P
 shared float Vs[BC * HD];  // [key][d]
+
+// Column c (< KJ or < DC) of invocation tx: runs of VW, the runs WX * VW apart.
+uint kcol(uint tx, uint c) { return (c / VW) * (WX * VW) + tx * VW + c % VW; }
+// Slot of (key j, query ty*RI + i) in P: the run's start swizzled, then the offset in it.
+uint pslot(uint j, uint ty, uint i) {
+  return j * BR + ((ty * RI + (i / VW) * VW) ^ (j & PSW)) + i % VW;
+}
 
 void main() {
   const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-  const uint tid = ty * 16u + tx;
+  const uint tid = ty * WX + tx;
   const uint f = flat_group();
   if (f >= p.tiles * p.G) return;  // uniform per workgroup (a folded grid's padding)
   const uint tile = p.tiles - 1u - f / p.G, bh = f % p.G;
@@ -60,7 +76,7 @@ void main() {
   const bool cached = p.cached != 0u;
 
   // The Q tile (rows past T are zeros) and this tile's new keys/values into the caches.
-  for (uint e = tid; e < BR * hd; e += 256u) {
+  for (uint e = tid; e < BR * hd; e += NT) {
     const uint r = e / hd, d = e % hd, t = t0 + r;
     float q = 0.0;
     if (t < p.T) {
@@ -84,7 +100,7 @@ void main() {
   for (uint j0 = 0u; j0 < last; j0 += BC) {
     barrier();  // the previous block's P and V are consumed (and Qs is complete)
     // 1. K and V tiles; keys past `last` are zeros.
-    for (uint e = tid; e < BC * hd; e += 256u) {
+    for (uint e = tid; e < BC * hd; e += NT) {
       const uint j = e / hd, d = e % hd, key = j0 + j;
       float kv = 0.0, vv = 0.0;
       if (key < last) {
@@ -97,20 +113,21 @@ void main() {
           vv = qkv[row + 2u * C];
         }
       }
-      KP[d * BC + (j ^ (d & (BC - 1u)))] = kv;
+      KP[d * BC + (j ^ (d & KSW))] = kv;
       Vs[j * HD + d] = vv;
     }
     barrier();
 
-    // 2. Scores of queries ty*RI + i against keys tx + 16c.
+    // 2. Scores of queries ty*RI + i against keys kcol(tx, c).
     float s[RI][KJ];
     [[unroll]] for (uint i = 0u; i < RI; ++i)
       [[unroll]] for (uint c = 0u; c < KJ; ++c) s[i][c] = 0.0;
     for (uint d = 0u; d < hd; ++d) {
+      const uint sw = d & KSW;
       float qv[RI], kv[KJ];
       [[unroll]] for (uint i = 0u; i < RI; ++i) qv[i] = Qs[d * BR + ty * RI + i];
       [[unroll]] for (uint c = 0u; c < KJ; ++c)
-        kv[c] = KP[d * BC + ((tx + 16u * c) ^ (d & (BC - 1u)))];
+        kv[c] = KP[d * BC + ((kcol(tx, c) - c % VW) ^ sw) + c % VW];
       [[unroll]] for (uint i = 0u; i < RI; ++i)
         [[unroll]] for (uint c = 0u; c < KJ; ++c) s[i][c] += qv[i] * kv[c];
     }
@@ -120,19 +137,19 @@ void main() {
       const uint lim = min(p.pos + t0 + ty * RI + i + 1u, last);
       pmax[i] = NEG;
       [[unroll]] for (uint c = 0u; c < KJ; ++c) {
-        if (j0 + tx + 16u * c >= lim) s[i][c] = NEG;
+        if (j0 + kcol(tx, c) >= lim) s[i][c] = NEG;
         pmax[i] = max(pmax[i], s[i][c]);
       }
     }
     barrier();  // K is consumed: KP now holds the row maxima
-    [[unroll]] for (uint i = 0u; i < RI; ++i) KP[(ty * RI + i) * 17u + tx] = pmax[i];
+    [[unroll]] for (uint i = 0u; i < RI; ++i) KP[(ty * RI + i) * (WX + 1u) + tx] = pmax[i];
     barrier();
 
     // 3. Online softmax.
     float pr[RI][KJ];
     [[unroll]] for (uint i = 0u; i < RI; ++i) {
       float mx = m[i];
-      for (uint x = 0u; x < 16u; ++x) mx = max(mx, KP[(ty * RI + i) * 17u + x]);
+      for (uint x = 0u; x < WX; ++x) mx = max(mx, KP[(ty * RI + i) * (WX + 1u) + x]);
       const float corr = exp(m[i] - mx);
       m[i] = mx;
       float sum = 0.0;
@@ -145,36 +162,33 @@ void main() {
     }
     barrier();  // the maxima are read: KP now holds P
     [[unroll]] for (uint i = 0u; i < RI; ++i)
-      [[unroll]] for (uint c = 0u; c < KJ; ++c) {
-        const uint j = tx + 16u * c;
-        KP[j * BR + ((ty * RI + i) ^ (j & 31u))] = pr[i][c];
-      }
+      [[unroll]] for (uint c = 0u; c < KJ; ++c) KP[pslot(kcol(tx, c), ty, i)] = pr[i][c];
     barrier();
 
     // 4. acc += P V over the block's keys.
     const uint nb = min(BC, last - j0);
     for (uint j = 0u; j < nb; ++j) {
       float pv[RI];
-      [[unroll]] for (uint i = 0u; i < RI; ++i) pv[i] = KP[j * BR + ((ty * RI + i) ^ (j & 31u))];
+      [[unroll]] for (uint i = 0u; i < RI; ++i) pv[i] = KP[pslot(j, ty, i)];
       [[unroll]] for (uint c = 0u; c < DC; ++c) {
-        const float v = Vs[j * HD + tx + 16u * c];
+        const float v = Vs[j * HD + kcol(tx, c)];
         [[unroll]] for (uint i = 0u; i < RI; ++i) acc[i][c] += pv[i] * v;
       }
     }
   }
 
-  // Row sums over the 16 invocations of each row, in order; then the merged-heads output.
+  // Row sums over the WX invocations of each row, in order; then the merged-heads output.
   barrier();
-  [[unroll]] for (uint i = 0u; i < RI; ++i) KP[(ty * RI + i) * 17u + tx] = lsum[i];
+  [[unroll]] for (uint i = 0u; i < RI; ++i) KP[(ty * RI + i) * (WX + 1u) + tx] = lsum[i];
   barrier();
   [[unroll]] for (uint i = 0u; i < RI; ++i) {
     const uint t = t0 + ty * RI + i;
     if (t >= p.T) continue;
     float total = 0.0;
-    for (uint x = 0u; x < 16u; ++x) total += KP[(ty * RI + i) * 17u + x];
+    for (uint x = 0u; x < WX; ++x) total += KP[(ty * RI + i) * (WX + 1u) + x];
     const float inv = 1.0 / total;
     [[unroll]] for (uint c = 0u; c < DC; ++c) {
-      const uint d = tx + 16u * c;
+      const uint d = kcol(tx, c);
       if (d < hd) o[p.oo + (b * p.T + t) * C + h * hd + d] = acc[i][c] * inv;
     }
   }
