@@ -319,6 +319,10 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
   if (pos_at || (T <= kDecodeMaxT && ctx_->max_bindings() >= kAttnDecodeBindings)) {
     const int64_t queries = G * T, chunks = ((cached ? cap : T) + 31) / 32;
     int64_t splits = std::min(chunks, (kAttnGroups + queries - 1) / queries);
+    // FORGE_VULKAN_ATTENTION_SPLITS=n forces n workgroups per query (up to one per chunk):
+    // for measuring the split's worth on a GPU.
+    if (const char* e = std::getenv("FORGE_VULKAN_ATTENTION_SPLITS"))
+      splits = std::clamp<int64_t>(std::atoll(e), 1, chunks);
     // The work buffer: kAttnCounters counters, then the partials (2 + hd floats each).
     const int64_t room = static_cast<int64_t>(attn_work_->bytes() / 4) - kAttnCounters;
     if (queries > kAttnCounters) splits = 1;
