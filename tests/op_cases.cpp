@@ -14,6 +14,7 @@
 #include "op_cases.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <utility>
@@ -424,7 +425,11 @@ void add_matmul(Cases& cs) {
   // m, n and k (k not a multiple of its step 8 or of 4), whole tiles, and row lengths that
   // are multiples of 4 elements next to ones that are not. K >= 512 over few tiles splits k
   // over workgroups (unbatched; 2 and 3 splits, one ending mid-step) plus an ordered reduce.
-  add_rotating({{130, 67, 257}, {256, 64, 128}, {129, 100, 131}, {200, 72, 144}, {130, 600, 140},
+  add_rotating({{130, 67, 257},
+                {256, 64, 128},
+                {129, 100, 131},
+                {200, 72, 144},
+                {130, 600, 140},
                 {129, 777, 128}},
                1, -0.75f);
   // Views at an offset into a: 1 row of 72 (aligned, vec4) or 67 (scalar) elements in.
@@ -1087,6 +1092,34 @@ void add_training(Cases& cs) {
   }
 }
 
+// Every flag combination of the matmul kernels (trans_a, trans_b, bias, gelu, accumulate;
+// batch and alpha rotating) on two shapes that the big kernels take (M, N >= 128, K >= 64)
+// with partial tiles of 64 and 128 in m and n and k not a multiple of the step 8 (nor of the
+// k_split of 3 splits). test_ops_reference.cpp runs them on every tile kernel of a GPU.
+void add_matmul_flags(Cases& cs) {
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  const Mkn shapes[] = {{130, 100, 200}, {200, 67, 129}};
+  for (int flags = 0; flags < 32; ++flags) {
+    MatmulCase c;
+    c.ta = (flags & 1) != 0;
+    c.tb = (flags & 2) != 0;
+    c.bias = (flags & 4) != 0;
+    c.gelu = (flags & 8) != 0;
+    c.accumulate = (flags & 16) != 0;
+    // Batch and shape vary within each transpose pair / flag value.
+    c.batch = static_cast<Batch>((flags ^ (flags >> 2)) % 4);
+    c.alpha = flags % 3 == 0 ? -0.75f : 1.0f;
+    c.B = 2;
+    const Mkn& s = shapes[std::popcount(static_cast<unsigned>(flags)) % 2];
+    c.M = s.m;
+    c.K = s.k;
+    c.N = s.n;
+    add_matmul_case(cs, c);
+  }
+}
+
 std::vector<OpCase> build() {
   Cases cs;
   add_elementwise(cs);
@@ -1105,6 +1138,15 @@ std::vector<OpCase> build() {
 
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = build();
+  return cases;
+}
+
+const std::vector<OpCase>& matmul_flag_cases() {
+  static const std::vector<OpCase> cases = [] {
+    Cases cs;
+    add_matmul_flags(cs);
+    return std::move(cs.list);
+  }();
   return cases;
 }
 

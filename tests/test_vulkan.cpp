@@ -10,15 +10,17 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "forge/forge.h"
 #include "cli_runner.h"
 #include "forge/data.h"
+#include "forge/forge.h"
 #include "forge/gpt2.h"
 #include "forge/train.h"
+#include "scoped_env.h"
 #ifdef FORGE_HAVE_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
 #endif
@@ -313,7 +315,8 @@ TEST_F(Vulkan, CapturedGraphReplaysOnNewInputs) {
   const Tensor before = scale(x, 2.0f);
   be.replay(*graph);
   const Tensor after = scale(out, 3.0f);
-  const std::vector<float> want = step(Tensor::from_vector(ramp(3 * 64, 0.05f), {3, 64}, dev_)).to_vector<float>();
+  const std::vector<float> want =
+      step(Tensor::from_vector(ramp(3 * 64, 0.05f), {3, 64}, dev_)).to_vector<float>();
   std::vector<float> want3(want.size());
   for (size_t i = 0; i < want.size(); ++i) want3[i] = want[i] * 3.0f;
   expect_near(after.to_vector<float>(), want3, 1e-6, "work after a replay sees its output");
@@ -346,6 +349,49 @@ TEST_F(Vulkan, ProfilingReportsTimePerShader) {
   }
   EXPECT_TRUE(matmul_seen);
 }
+
+// gemm's tile choice and its switches, seen through the profile's kernel names (what the
+// kernels compute is checked by MatmulTiles/OpTiles under every setting).
+TEST_F(Vulkan, MatmulTileAndSplitKSwitchesPickTheKernels) {
+  vk::Context& ctx = context_of(dev_);
+  // The kernels (and whether k was split) of one matmul [M, 128] @ [128, N].
+  auto kernels = [&](int64_t M, int64_t N) {
+    const Tensor a = Tensor::from_vector(ramp(static_cast<size_t>(M * 128)), {M, 128}, dev_);
+    const Tensor b = Tensor::from_vector(ramp(static_cast<size_t>(128 * N)), {128, N}, dev_);
+    ctx.set_profiling(true);
+    (void)matmul(a, b).to_vector<float>();
+    std::set<std::string> names;
+    for (const KernelTime& t : ctx.profile()) names.insert(t.kernel);
+    ctx.set_profiling(false);
+    return names;
+  };
+  using Names = std::set<std::string>;
+  // auto: too few 128x128 tiles for a GPU -> the half tile that pads less (64x128 on a tie),
+  // no split with k = 128 (< 256 per split); small outputs -> matmul (64x64).
+  EXPECT_EQ(kernels(256, 256), Names{"matmul_big_64x128"});
+  EXPECT_EQ(kernels(256, 192), Names{"matmul_big_128x64"});
+  EXPECT_EQ(kernels(100, 256), Names{"matmul"});
+  {
+    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", "128x128");
+    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", "2");
+    EXPECT_EQ(kernels(256, 192), (Names{"matmul_big", "split_k_reduce"}));
+    EXPECT_EQ(kernels(100, 256), (Names{"matmul", "split_k_reduce"}));  // not big: 64x64
+  }
+  {
+    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", "64x64");
+    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", "auto");
+    EXPECT_EQ(kernels(256, 256), Names{"matmul"});
+  }
+  const Tensor a = Tensor::full({4, 4}, 1.0f, dev_);
+  for (const char* bad : {"96x96", "128", "AUTO"}) {
+    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", bad);
+    EXPECT_THROW((void)matmul(a, a), Error) << bad;
+  }
+  for (const char* bad : {"0", "-1", "2x", "many"}) {
+    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", bad);
+    EXPECT_THROW((void)matmul(a, a), Error) << bad;
+  }
+}
 #endif
 
 // The validation layers watch a run of real work (forge eval of a golden model on the
@@ -372,8 +418,9 @@ TEST_F(Vulkan, ValidationLayersReportNothing) {
 // `forge bench --preset ... --profile` on a GPU: per-kernel GPU time from timestamp queries,
 // for the prefill, per decode step and per training step, with each kernel's dispatches.
 TEST_F(Vulkan, BenchProfileReportsGpuTimePerKernel) {
-  const CliResult r = run_forge("bench --preset tiny --device " + dev_.str() +
-                                " --prompt-tokens 8 --decode-tokens 2 --train-steps 1 --profile --json");
+  const CliResult r =
+      run_forge("bench --preset tiny --device " + dev_.str() +
+                " --prompt-tokens 8 --decode-tokens 2 --train-steps 1 --profile --json");
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json j = parse_json(r);
   // tiny: 2 layers of 4 weight products in the prefill (qkv, c_proj, fc, fc_proj) and one
@@ -473,7 +520,8 @@ TrainRun train_run(const gpt2::Config& c, const gpt2::ModelOptions& options, int
   train::Trainer trainer(model, h);
   auto tokens = std::make_shared<std::vector<uint32_t>>();
   for (uint32_t i = 0; i < 4096; ++i)
-    tokens->push_back(static_cast<uint32_t>(dropout_hash(3, i) % static_cast<uint64_t>(c.vocab_size)));
+    tokens->push_back(
+        static_cast<uint32_t>(dropout_hash(3, i) % static_cast<uint64_t>(c.vocab_size)));
   data::BatchSampler sampler(tokens, h.micro_batch, h.seq, 17);
   TrainRun r;
   for (int s = 0; s < steps; ++s) {
