@@ -14,6 +14,7 @@
 #include "op_cases.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <utility>
@@ -1109,6 +1110,34 @@ void add_training(Cases& cs) {
   }
 }
 
+// Every flag combination of the matmul kernels (trans_a, trans_b, bias, gelu, accumulate;
+// batch and alpha rotating) on two shapes that the big kernels take (M, N >= 128, K >= 64)
+// with partial tiles of 64 and 128 in m and n and k not a multiple of the step 8 (nor of the
+// k_split of 3 splits). test_ops_reference.cpp runs them on every tile kernel of a GPU.
+void add_matmul_flags(Cases& cs) {
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  const Mkn shapes[] = {{130, 100, 200}, {200, 67, 129}};
+  for (int flags = 0; flags < 32; ++flags) {
+    MatmulCase c;
+    c.ta = (flags & 1) != 0;
+    c.tb = (flags & 2) != 0;
+    c.bias = (flags & 4) != 0;
+    c.gelu = (flags & 8) != 0;
+    c.accumulate = (flags & 16) != 0;
+    // Batch and shape vary within each transpose pair / flag value.
+    c.batch = static_cast<Batch>((flags ^ (flags >> 2)) % 4);
+    c.alpha = flags % 3 == 0 ? -0.75f : 1.0f;
+    c.B = 2;
+    const Mkn& s = shapes[std::popcount(static_cast<unsigned>(flags)) % 2];
+    c.M = s.m;
+    c.K = s.k;
+    c.N = s.n;
+    add_matmul_case(cs, c);
+  }
+}
+
 std::vector<OpCase> build() {
   Cases cs;
   add_elementwise(cs);
@@ -1127,6 +1156,15 @@ std::vector<OpCase> build() {
 
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = build();
+  return cases;
+}
+
+const std::vector<OpCase>& matmul_flag_cases() {
+  static const std::vector<OpCase> cases = [] {
+    Cases cs;
+    add_matmul_flags(cs);
+    return std::move(cs.list);
+  }();
   return cases;
 }
 

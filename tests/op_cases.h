@@ -51,6 +51,9 @@ struct OpCase {
 
 /// Every case, built once. Names are unique.
 const std::vector<OpCase>& op_cases();
+/// Every flag combination of matmul and matmul_add_ (trans_a, trans_b, bias, gelu,
+/// accumulate) on shapes large enough for a GPU's big tile kernels: run on each of them.
+const std::vector<OpCase>& matmul_flag_cases();
 
 /// Deterministic uniform [-2, 2] floats and ids for inputs, seeded from a string.
 class CaseRng {

@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +15,7 @@
 #include "forge/backend.h"
 #include "forge/forge.h"
 #include "reference.h"
+#include "scoped_env.h"
 
 namespace forge::test {
 namespace {
@@ -125,27 +124,6 @@ TEST(Attention, AtAPositionTensorEqualsAttentionBitForBit) {
     EXPECT_EQ(kc_at.to_vector<float>(), kc.to_vector<float>());
   }
 }
-
-/// Sets an environment variable for a scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(Attention, EveryVulkanPrefillTileMatchesFloat64) {
   struct Case {

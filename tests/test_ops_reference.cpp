@@ -21,6 +21,7 @@
 #include "forge/forge.h"
 #include "op_cases.h"
 #include "reference.h"
+#include "scoped_env.h"
 
 namespace forge::test {
 namespace {
@@ -193,6 +194,80 @@ TEST_P(OpParity, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllOps, OpParity, ::testing::ValuesIn(parity_params()), param_name);
+
+// ---------------------------------------------------------------------------------------
+// Every matmul flag combination on every tile kernel of a GPU, with and without split k
+// ---------------------------------------------------------------------------------------
+
+// The Vulkan backend's switches FORGE_VULKAN_MATMUL_TILE and FORGE_VULKAN_SPLIT_K force a
+// tile kernel and a number of k splits on every product; matmul_flag_cases() runs under each
+// setting against float64 (its shapes are small enough for lavapipe). Other backends ignore
+// the variables.
+const char* const kTiles[] = {"128x128", "64x128", "128x64", "64x64"};
+const char* const kSplits[] = {"1", "3"};
+
+struct TileCase {
+  size_t index = 0;  // into matmul_flag_cases()
+  Device device;
+  const char* tile = "";
+  const char* split = "";
+  bool placeholder = false;  // no GPU: one visible skip
+};
+
+void PrintTo(const TileCase& p, std::ostream* os) {
+  if (p.placeholder) {
+    *os << "(no device besides the CPU)";
+    return;
+  }
+  *os << matmul_flag_cases()[p.index].name << " on " << p.device.str() << ", tile " << p.tile
+      << ", split k " << p.split;
+}
+
+std::vector<TileCase> tile_params() {
+  std::vector<TileCase> ps;
+  for (const DeviceInfo& d : list_devices()) {
+    if (d.device.is_cpu()) continue;
+    for (const char* tile : kTiles)
+      for (const char* split : kSplits)
+        for (size_t i = 0; i < matmul_flag_cases().size(); ++i)
+          ps.push_back({i, d.device, tile, split, false});
+  }
+  if (ps.empty()) ps.push_back({0, Device::cpu(), "", "", true});
+  return ps;
+}
+
+std::string tile_param_name(const ::testing::TestParamInfo<TileCase>& info) {
+  const TileCase& p = info.param;
+  if (p.placeholder) return "only_cpu";
+  return sanitize(p.device.str() + "_tile" + p.tile + "_split" + p.split + "_" +
+                  matmul_flag_cases()[p.index].name);
+}
+
+class OpTiles : public ::testing::TestWithParam<TileCase> {};
+
+TEST_P(OpTiles, MatchFloat64) {
+  const TileCase& p = GetParam();
+  if (p.placeholder) GTEST_SKIP() << "only the CPU backend is built: no tile kernels to force";
+  const OpCase& c = matmul_flag_cases()[p.index];
+  SCOPED_TRACE(c.name + " on " + p.device.str() + ", tile " + p.tile + ", split k " + p.split);
+  const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", p.tile);
+  const ScopedEnv split("FORGE_VULKAN_SPLIT_K", p.split);
+  const std::vector<HostTensor> inputs = c.inputs();
+  const std::vector<Expected> want = c.reference(inputs);
+  std::vector<std::vector<float>> got;
+  bool skipped = false;
+  if (!run_case(c, inputs, p.device, got, skipped)) {
+    if (skipped) GTEST_SKIP() << c.op << " is not supported on " << p.device.str();
+    return;
+  }
+  ASSERT_EQ(got.size(), want.size()) << "number of outputs";
+  for (size_t o = 0; o < want.size(); ++o) {
+    EXPECT_TRUE(tolerance_meaningful(want[o]));
+    EXPECT_TRUE(close("output " + std::to_string(o), got[o], want[o]));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MatmulTiles, OpTiles, ::testing::ValuesIn(tile_params()), tile_param_name);
 
 // ---------------------------------------------------------------------------------------
 // The case list itself

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "forge/forge.h"
 #include "forge/gpt2.h"
 #include "forge/train.h"
+#include "scoped_env.h"
 #ifdef FORGE_HAVE_VULKAN
 #include "backend/vulkan/vulkan_backend.h"
 #endif
@@ -371,6 +373,49 @@ TEST_F(Vulkan, ProfilingReportsTimePerShader) {
     }
   }
   EXPECT_TRUE(matmul_seen);
+}
+
+// gemm's tile choice and its switches, seen through the profile's kernel names (what the
+// kernels compute is checked by MatmulTiles/OpTiles under every setting).
+TEST_F(Vulkan, MatmulTileAndSplitKSwitchesPickTheKernels) {
+  vk::Context& ctx = context_of(dev_);
+  // The kernels (and whether k was split) of one matmul [M, 128] @ [128, N].
+  auto kernels = [&](int64_t M, int64_t N) {
+    const Tensor a = Tensor::from_vector(ramp(static_cast<size_t>(M * 128)), {M, 128}, dev_);
+    const Tensor b = Tensor::from_vector(ramp(static_cast<size_t>(128 * N)), {128, N}, dev_);
+    ctx.set_profiling(true);
+    (void)matmul(a, b).to_vector<float>();
+    std::set<std::string> names;
+    for (const KernelTime& t : ctx.profile()) names.insert(t.kernel);
+    ctx.set_profiling(false);
+    return names;
+  };
+  using Names = std::set<std::string>;
+  // auto: too few 128x128 tiles for a GPU -> the half tile that pads less (64x128 on a tie),
+  // no split with k = 128 (< 256 per split); small outputs -> matmul (64x64).
+  EXPECT_EQ(kernels(256, 256), Names{"matmul_big_64x128"});
+  EXPECT_EQ(kernels(256, 192), Names{"matmul_big_128x64"});
+  EXPECT_EQ(kernels(100, 256), Names{"matmul"});
+  {
+    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", "128x128");
+    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", "2");
+    EXPECT_EQ(kernels(256, 192), (Names{"matmul_big", "split_k_reduce"}));
+    EXPECT_EQ(kernels(100, 256), (Names{"matmul", "split_k_reduce"}));  // not big: 64x64
+  }
+  {
+    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", "64x64");
+    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", "auto");
+    EXPECT_EQ(kernels(256, 256), Names{"matmul"});
+  }
+  const Tensor a = Tensor::full({4, 4}, 1.0f, dev_);
+  for (const char* bad : {"96x96", "128", "AUTO"}) {
+    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", bad);
+    EXPECT_THROW((void)matmul(a, a), Error) << bad;
+  }
+  for (const char* bad : {"0", "-1", "2x", "many"}) {
+    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", bad);
+    EXPECT_THROW((void)matmul(a, a), Error) << bad;
+  }
 }
 #endif
 

@@ -2,9 +2,11 @@
 // dispatch (two for sumsq and layernorm_bwd). Semantics: the CPU backend's (src/backend/cpu).
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "backend/vulkan/vulkan_backend.h"
 #include "forge/error.h"
@@ -36,18 +38,88 @@ constexpr uint64_t kWidth = 256;  // invocations per workgroup of the 1-D and ro
 constexpr uint32_t kEpilogueGelu = 8;
 constexpr uint32_t kEpilogueAdd = 16;
 
+// --- matmul tiles ---------------------------------------------------------------------------
+
+// A tile kernel of the matmul: its shader, output tile (rows x cols per workgroup), and the
+// workgroups below which gemm splits k (about 2 x 132 SMs of an H200 for the 256-invocation
+// big tiles, 4 x for matmul's lighter ones).
+struct MatmulTile {
+  const char* name;  // as FORGE_VULKAN_MATMUL_TILE spells it
+  const char* shader;
+  uint32_t rows, cols;
+  uint64_t fill_groups;
+};
+constexpr MatmulTile kTile128x128{"128x128", "matmul_big", 128, 128, 264};
+constexpr MatmulTile kTile64x128{"64x128", "matmul_big_64x128", 64, 128, 264};
+constexpr MatmulTile kTile128x64{"128x64", "matmul_big_128x64", 128, 64, 264};
+constexpr MatmulTile kTile64x64{"64x64", "matmul", 64, 64, 528};
+
+// The environment variable `name` ("" when unset), read on every call so that a benchmark
+// sweep or a test can change it between products.
+std::string_view env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// FORGE_VULKAN_MATMUL_TILE: "auto" (or unset) lets matmul_tile choose; a tile name forces
+// that tile on every product the big kernels take (M, N >= 128, K >= 64).
+const MatmulTile* forced_tile() {
+  const std::string_view v = env("FORGE_VULKAN_MATMUL_TILE");
+  if (v.empty() || v == "auto") return nullptr;
+  for (const MatmulTile* t : {&kTile128x128, &kTile64x128, &kTile128x64, &kTile64x64})
+    if (v == t->name) return t;
+  throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_MATMUL_TILE=" + std::string(v) +
+                                     ": expected auto, 128x128, 64x128, 128x64 or 64x64");
+}
+
+// FORGE_VULKAN_SPLIT_K: "auto" (or unset) -> 0, gemm's own choice; N >= 1 -> N splits of k
+// wherever the shapes allow one (1: never split).
+uint64_t forced_split_k() {
+  const std::string_view v = env("FORGE_VULKAN_SPLIT_K");
+  if (v.empty() || v == "auto") return 0;
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 65535)
+    throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_SPLIT_K=" + std::string(v) +
+                                       ": expected auto or a count of splits in 1..65535");
+  return n;
+}
+
+// The tile kernel of an [M, N] output (M >= 2) per batch over K. 64x64 tiles (matmul) for
+// small or skinny outputs (attention's [T, T] @ [T, 64]) or a short k; else the big kernels:
+//  - 128x128 (matmul_big) when its grid reaches fill_groups workgroups: the most FMAs per
+//    shared-memory read (32 TFLOP/s at 4096^3 on an H200; measured there, it beat matmul
+//    even on a small grid: prefill's [1024, 768] @ [768, 768], 48 workgroups on 132 SMs
+//    was faster than matmul's 192);
+//  - else a half tile, 64x128 or 128x64, whichever pads the output less (64x128 on a tie):
+//    twice the workgroups (GPT-2 prefill of 1024 tokens: 96-384 instead of 48-192) before
+//    gemm splits k for what is still too few.
+// A guess, not yet measured: the thresholds and the order half tile -> split k are to be
+// settled by sweeping FORGE_VULKAN_MATMUL_TILE and FORGE_VULKAN_SPLIT_K on a GPU.
+const MatmulTile& matmul_tile(uint64_t M, uint64_t N, uint64_t K, uint64_t batch) {
+  const MatmulTile* forced = forced_tile();  // read first: a bad value fails on any product
+  if (M < 128 || N < 128 || K < 64) return kTile64x64;
+  if (forced) return *forced;
+  auto groups = [&](const MatmulTile& t) {
+    return (M + t.rows - 1) / t.rows * ((N + t.cols - 1) / t.cols) * batch;
+  };
+  if (groups(kTile128x128) >= kTile128x128.fill_groups) return kTile128x128;
+  // Equal tile areas: fewer workgroups = less padding.
+  return groups(kTile128x64) < groups(kTile64x128) ? kTile128x64 : kTile64x128;
+}
+
 /// The flash-attention prefill kernel for head dimension hd and its queries per workgroup
 /// (rows). hd <= 64: attention_prefill (16x16 invocations of 4x2 scores) or
 /// attention_prefill_big (8x16 of 4x4 scores: twice the FMAs per invocation, its shared
-/// reads in aligned runs of 4); both take 32 KiB of shared memory. FORGE_VULKAN_ATTENTION_TILE = small | big picks one, auto
-/// (or unset) takes big on devices with >= 48 KiB of shared memory (desktop GPUs) and small
-/// below (lavapipe, as before big existed).
+/// reads in aligned runs of 4); both take 32 KiB of shared memory.
+/// FORGE_VULKAN_ATTENTION_TILE = small | big picks one, auto (or unset) takes big on devices with
+/// >= 48 KiB of shared memory (desktop GPUs) and small below (lavapipe, as before big existed).
 const char* prefill_kernel(int64_t hd, uint32_t shared_bytes, int64_t& rows) {
-  const char* env = std::getenv("FORGE_VULKAN_ATTENTION_TILE");
-  const std::string tile = env && *env ? env : "auto";
+  const std::string_view v = env("FORGE_VULKAN_ATTENTION_TILE");
+  const std::string_view tile = v.empty() ? "auto" : v;
   if (tile != "auto" && tile != "small" && tile != "big")
-    throw Error(ErrorKind::Unsupported, "vulkan: attention: FORGE_VULKAN_ATTENTION_TILE=" + tile +
-                                            " (expected auto, small or big)");
+    throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_ATTENTION_TILE=" + std::string(tile) +
+                                       ": expected auto, small or big");
   if (hd > 64) {
     rows = 32;
     return "attention_prefill_hd128";
@@ -55,6 +127,19 @@ const char* prefill_kernel(int64_t hd, uint32_t shared_bytes, int64_t& rows) {
   rows = 64;
   const bool big = tile == "big" || (tile == "auto" && shared_bytes >= 48 * 1024);
   return big ? "attention_prefill_big" : "attention_prefill";
+}
+
+// FORGE_VULKAN_ATTENTION_SPLITS: unset or "auto" -> 0, attend's own choice; N >= 1 -> N
+// workgroups per query in attention_decode (for measuring the split on a GPU).
+int64_t forced_attention_splits() {
+  const std::string_view v = env("FORGE_VULKAN_ATTENTION_SPLITS");
+  if (v.empty() || v == "auto") return 0;
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size() || n < 1)
+    throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_ATTENTION_SPLITS=" + std::string(v) +
+                                       ": expected auto or a count >= 1");
+  return n;
 }
 
 }  // namespace
@@ -319,10 +404,7 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
   if (pos_at || (T <= kDecodeMaxT && ctx_->max_bindings() >= kAttnDecodeBindings)) {
     const int64_t queries = G * T, chunks = ((cached ? cap : T) + 31) / 32;
     int64_t splits = std::min(chunks, (kAttnGroups + queries - 1) / queries);
-    // FORGE_VULKAN_ATTENTION_SPLITS=n forces n workgroups per query (up to one per chunk):
-    // for measuring the split's worth on a GPU.
-    if (const char* e = std::getenv("FORGE_VULKAN_ATTENTION_SPLITS"))
-      splits = std::clamp<int64_t>(std::atoll(e), 1, chunks);
+    if (const int64_t forced = forced_attention_splits()) splits = std::min(forced, chunks);
     // The work buffer: kAttnCounters counters, then the partials (2 + hd floats each).
     const int64_t room = static_cast<int64_t>(attn_work_->bytes() / 4) - kAttnCounters;
     if (queries > kAttnCounters) splits = 1;
@@ -356,40 +438,44 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u) | epilogue;
   const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
   // M = 1 (a decode step): a matrix-vector kernel, 8 output columns per workgroup. Otherwise
-  // 128x128 tiles (matmul_big, 8x8 outputs per invocation) once both sides fill a tile and
-  // K >= 64 amortizes the prologue, else 64x64 tiles (matmul: small or skinny outputs, e.g.
-  // attention's [T, T] @ [T, 64]). Measured on an H200, matmul_big wins even where its grid
-  // is small (prefill's [1024, 768] @ [768, 768]: 48 workgroups on 132 SMs, still faster
-  // than 192 of matmul's). Both kernels fit the 16 KiB of shared memory every device has.
+  // a tile kernel (matmul_tile). Both kernels fit the 16 KiB of shared memory every device
+  // has.
   const uint32_t K = dims[2];
   const bool gemv = M == 1;
-  const bool big = M >= 128 && N >= 128 && K >= 64;
-  const char* shader = big ? "matmul_big" : !gemv ? "matmul" : trans_b ? "gemv_t" : "gemv_n";
-  const uint64_t cols_per_group = big ? 128 : !gemv ? 64 : 8;
-  const uint64_t rows_per_group = big ? 128 : 64;
+  const MatmulTile* tile = gemv ? nullptr : &matmul_tile(M, N, K, batch);
+  const char* shader = tile ? tile->shader : trans_b ? "gemv_t" : "gemv_n";
+  const uint64_t cols_per_group = tile ? tile->cols : 8;
+  const uint64_t rows_per_group = tile ? tile->rows : 64;
   const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
   const uint64_t tiles_m = (M + rows_per_group - 1) / rows_per_group;
   // Split k over workgroups when the output tiles alone are too few to fill a GPU, writing
   // raw partial sums that split_k_reduce adds in order (deterministic) with the epilogue.
-  //  - Tiles (prefill's [1024, 768] @ [768, 768]: 48 tiles of 128^2; attention's [12, 1024,
+  //  - Tiles (prefill's [1024, 768] @ [768, 768]: 96 tiles of 64x128; attention's [12, 1024,
   //    1024] @ [12, 1024, 64]: 192 tiles of 64^2): splits of >= 256 k along z (batch *
-  //    splits + split; a batched output must be contiguous, stride_c = M ldc).
+  //    splits + split; a batched output must be contiguous, stride_c = M ldc) up to the
+  //    tile's fill_groups.
   //  - gemv_n: its 8-column workgroups walk all of k, so decode's products (N >= 768: 96+
   //    workgroups) are one dispatch. Only a few columns over a long k (fewer than 16
   //    workgroups, k >= 2048) still split, >= 1024 k per split along y: there one workgroup
   //    would walk k alone for longer than the second dispatch costs. A guess, not measured.
   //  - gemv_t (the LM head, q k^T) never splits: 8 columns per workgroup, N rows of b.
+  // FORGE_VULKAN_SPLIT_K=N (1: never) overrides the count wherever a split is possible.
   const uint64_t tiles = tiles_n * tiles_m * batch;
   const bool contiguous = batch == 1 || dims[8] == static_cast<uint64_t>(M) * dims[5];
+  const bool tiles_can_split = !gemv && contiguous && tiles_n <= lim[0] && tiles_m <= lim[1];
+  const bool gemv_can_split = gemv && !trans_b && tiles_n <= lim[0] && batch <= lim[2];
+  const uint64_t max_splits = tiles_can_split  ? std::max<uint64_t>(1, lim[2] / batch)
+                              : gemv_can_split ? lim[1]
+                                               : 1;
   uint64_t splits = 1;
-  if (!gemv && contiguous && tiles_n <= lim[0] && tiles_m <= lim[1]) {
-    const uint64_t wanted_groups = big ? 264 : 528;
-    const uint64_t want = (wanted_groups + tiles - 1) / tiles;
-    splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 256), 1,
-                                  std::max<uint64_t>(1, lim[2] / batch));
-  } else if (gemv && !trans_b && tiles < 16 && K >= 2048 && tiles_n <= lim[0] && batch <= lim[2]) {
+  if (const uint64_t forced = forced_split_k(); forced > 0) {
+    splits = std::min<uint64_t>({forced, max_splits, std::max<uint32_t>(K, 1)});
+  } else if (tiles_can_split) {
+    const uint64_t want = (tile->fill_groups + tiles - 1) / tiles;
+    splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 256), 1, max_splits);
+  } else if (gemv_can_split && tiles < 16 && K >= 2048) {
     splits =
-        std::clamp<uint64_t>(std::min<uint64_t>((64 + tiles - 1) / tiles, K / 1024), 1, lim[1]);
+        std::clamp<uint64_t>(std::min<uint64_t>((64 + tiles - 1) / tiles, K / 1024), 1, max_splits);
   }
   if (splits > 1) {
     const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
