@@ -318,6 +318,49 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
       accumulate ? std::vector<int>{acc_index} : std::vector<int>{});
 }
 
+// layernorm_matmul: Vulkan's fused GEMV (one row: [1, K] and [B, 1, K]; N odd, N % 4 == 0,
+// bias, gelu; K up to its 2048 limit, where the GEMV also splits k) and its fallbacks
+// (several rows; K > 2048), against layernorm then matmul in float64.
+void add_layernorm_matmul(Cases& cs) {
+  struct LnCase {
+    Dims x;     // [.., R, K]
+    int64_t N;  // w: [K, N]
+    bool bias, gelu;
+  };
+  const std::vector<LnCase> list = {{{1, 48}, 37, true, false},   {{1, 64}, 20, false, true},
+                                    {{2, 1, 40}, 24, true, true}, {{1, 2048}, 5, true, false},
+                                    {{3, 48}, 33, true, true},    {{1, 2100}, 6, false, false},
+                                    {{1, 768}, 96, true, true}};
+  for (const LnCase& c : list) {
+    const Dims xd = c.x;
+    const int64_t K = xd.back(), N = c.N, R = numel(xd) / K;
+    const bool bias = c.bias, gelu = c.gelu;
+    const float eps = 1e-5f;
+    std::string variant = bias ? "bias" : "nobias";
+    if (gelu) variant += ",gelu";
+    const ref::MatmulDims d{.m = R, .k = K, .n = N, .b_stored_rows = K, .gelu = gelu};
+    cs.add(
+        "layernorm_matmul", variant, "x=" + dims_str(xd) + ",N=" + std::to_string(N),
+        [xd, K, N, bias](CaseRng& r) {
+          Inputs in{F(r, xd), F(r, {K}), F(r, {K}), F(r, {K, N})};
+          if (bias) in.push_back(F(r, {N}));
+          return in;
+        },
+        [eps, bias, gelu](const std::vector<Tensor>& t) {
+          return Outputs{host(layernorm_matmul(t[0], t[1], t[2], eps, t[3], {.gelu = gelu},
+                                               bias ? t[4] : Tensor()))};
+        },
+        [d, K, eps, bias](const Inputs& x) {
+          const Vec h = ref::layernorm(W(x[0]), W(x[1]), W(x[2]), K, eps);
+          Vec mag;
+          Expected e;
+          e.value = ref::matmul(h, W(x[3]), bias ? W(x[4]) : Vec{}, d, &mag);
+          for (double m : mag) e.tol.push_back(1.2 * reduction_tol(kFwdTol, m));
+          return Exp{e};
+        });
+  }
+}
+
 // The epilogues (gelu, matmul_add_) on every kernel path: the small odd shape, GEMVs (M = 1)
 // with N odd (37: scalar columns), N % 8 != 0 but N % 4 == 0 (20: vec4 loads, a half-empty
 // last column group), k long enough to split (785 over 33 rows: tiles split k; 4096 over 5
@@ -1143,6 +1186,7 @@ std::vector<OpCase> build() {
   add_elementwise(cs);
   add_matmul(cs);
   add_matmul_epilogues(cs);
+  add_layernorm_matmul(cs);
   add_softmax(cs);
   add_layernorm(cs);
   add_embedding(cs);

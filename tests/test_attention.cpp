@@ -140,9 +140,9 @@ TEST(Attention, EveryVulkanPrefillTileMatchesFloat64) {
     if (info.device.kind != DeviceKind::Vulkan) continue;
     ran = true;
     const Device dev = info.device;
-    for (const char* tile : {"small", "big"}) {
-      const ScopedEnv env("FORGE_VULKAN_ATTENTION_TILE", tile);
-      const std::string kernel = std::string("attention_prefill") + (tile[0] == 'b' ? "_big" : "");
+    for (const std::string tile : {"small", "big"}) {
+      const ScopedEnv env("FORGE_VULKAN_ATTENTION_TILE", tile.c_str());
+      const std::string kernel = "attention_prefill" + (tile == "small" ? "" : "_" + tile);
       for (const Case& c : cases) {
         const int64_t C = c.H * c.D, G = c.B * c.H, cap = c.pos + c.T + 3;
         const bool cached = c.pos > 0;

@@ -323,6 +323,23 @@ TEST(OpsErrors, Attention) {
   EXPECT_EQ(attention(f32({3, 12}), 2).shape(), Shape({1, 3, 4}));
 }
 
+TEST(OpsErrors, LayernormMatmul) {
+  const Tensor x = f32({1, 4}), g = f32({4}), b = f32({4}), w = f32({4, 3});
+  EXPECT_OP_ERROR(layernorm_matmul(x, g, b, 1e-5f, f32({5, 3})), Shape, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(x, f32({3}), b, 1e-5f, w), Shape, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(x, g, f32({5}), 1e-5f, w), Shape, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(x, g, b, -1.0f, w), Range, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(x, g, b, std::nanf(""), w), Range, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(x, u32({4}), b, 1e-5f, w), DType, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(f32({4}), g, b, 1e-5f, w), Shape, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(f32({4, 1}), f32({1}), f32({1}), 1e-5f, w, {.trans_a = true}),
+                  Shape, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(x, g, b, 1e-5f, w, {}, f32({4})), Shape, "layernorm_matmul");
+  EXPECT_OP_ERROR(layernorm_matmul(x, g, Tensor(), 1e-5f, w), Shape, "layernorm_matmul");
+  EXPECT_EQ(layernorm_matmul(x, g, b, 1e-5f, w).shape(), Shape({1, 3}));
+  EXPECT_EQ(layernorm_matmul(f32({2, 1, 4}), g, b, 1e-5f, w).shape(), Shape({2, 1, 3}));
+}
+
 TEST(OpsErrors, AttentionAt) {
   // qkv [1, 2, 12]: C = 4, 2 heads of hd 2; caches [2, cap 4, 2]; pos U32 [1].
   const Tensor qkv = f32({1, 2, 12});

@@ -296,6 +296,8 @@ TEST(OpCases, CoverEveryOpOfOpsH) {
                                         "merge_heads",
                                         "kv_append",
                                         "attention",
+                                        "attention_at",
+                                        "layernorm_matmul",
                                         "gelu_bwd",
                                         "softmax_bwd",
                                         "layernorm_bwd",

@@ -206,6 +206,31 @@ TEST_F(Vulkan, AttentionIsOneDispatchAndChecksDevicesAndHeadSize) {
   }
 }
 
+// layernorm_matmul of one row is one dispatch (the layernorm inside the GEMV) that equals
+// layernorm then matmul on the device; several rows take the two kernels.
+TEST_F(Vulkan, LayernormMatmulOfOneRowIsOneDispatch) {
+  vk::Context& ctx = context_of(dev_);
+  const Tensor x = Tensor::from_vector(ramp(3 * 96), {3, 96}, dev_);
+  const Tensor g = Tensor::from_vector(ramp(96), {96}, dev_);
+  const Tensor b = Tensor::from_vector(ramp(96), {96}, dev_);
+  const Tensor w = Tensor::from_vector(ramp(96 * 40), {96, 40}, dev_);
+  const Tensor bias = Tensor::from_vector(ramp(40), {40}, dev_);
+  for (int64_t rows : {1, 3}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    const Tensor xr = x.narrow_rows(0, rows);
+    backend_for(dev_).synchronize();
+    const uint64_t before = ctx.stats().dispatches;
+    const Tensor fused = layernorm_matmul(xr, g, b, 1e-5f, w, {.gelu = true}, bias);
+    const uint64_t fused_dispatches = ctx.stats().dispatches - before;
+    const Tensor two = matmul(layernorm(xr, g, b, 1e-5f), w, {.gelu = true}, bias);
+    EXPECT_EQ(fused_dispatches, rows == 1 && ctx.max_bindings() >= 6 ? 1u : 2u);
+    const std::vector<float> f = fused.to_vector<float>(), t = two.to_vector<float>();
+    ASSERT_EQ(f.size(), t.size());
+    for (size_t i = 0; i < f.size(); ++i)
+      EXPECT_NEAR(f[i], t[i], 1e-5 * std::max(1.0f, std::fabs(t[i]))) << i;
+  }
+}
+
 // matmul_add_ with acc on another device than its operands: refused at the door.
 TEST_F(Vulkan, MatmulAddWithAccOnAnotherDeviceIsAnError) {
   const Tensor a = Tensor::full({1, 3}, 1.0f, dev_), b = Tensor::full({3, 4}, 1.0f, dev_);
@@ -450,17 +475,20 @@ TEST_F(Vulkan, BenchProfileReportsGpuTimePerKernel) {
   const nlohmann::json j = parse_json(r);
   // tiny: 2 layers of 4 weight products in the prefill (qkv, c_proj, fc, fc_proj) and one
   // fused attention each (8 tokens: the decode kernel's regime); a decode step's products
-  // are GEMVs with b untransposed, 4 per layer.
-  // (The prefill kernel where shaders bind fewer than the decode kernel's 6 buffers.)
-  const std::string attn =
-      context_of(dev_).max_bindings() >= 6 ? "attention_decode x2" : "attention_prefill x2";
+  // are GEMVs with b untransposed, 4 per layer, two of them with ln_1 / ln_2 folded in
+  // (gemv_n_ln: no layernorm dispatch but ln_f's).
+  // (Shaders binding fewer than 6 buffers: the prefill kernel, layernorm + gemv_n.)
+  const bool six = context_of(dev_).max_bindings() >= 6;
+  const std::string attn = six ? "attention_decode x2" : "attention_prefill x2";
   const auto& pre = j.at("prefill_profile_ms");
   ASSERT_TRUE(pre.contains("matmul x8")) << pre.dump();
   EXPECT_GT(pre.at("matmul x8").get<double>(), 0.0);
   EXPECT_TRUE(pre.contains(attn)) << pre.dump();
   EXPECT_GT(pre.at("sum of ops").get<double>(), 0.0);
   const auto& dec = j.at("decode_step_profile_ms");
-  EXPECT_TRUE(dec.contains("gemv_n x8")) << dec.dump();
+  EXPECT_TRUE(dec.contains(six ? "gemv_n x4" : "gemv_n x8")) << dec.dump();
+  EXPECT_EQ(dec.contains("gemv_n_ln x4"), six) << dec.dump();
+  EXPECT_TRUE(dec.contains(six ? "layernorm x1" : "layernorm x5")) << dec.dump();
   EXPECT_TRUE(dec.contains(attn)) << dec.dump();
   EXPECT_TRUE(dec.contains("embedding x1")) << dec.dump();
   // A training step: one AdamW dispatch per parameter tensor (28 in tiny, wte tied).
@@ -570,11 +598,15 @@ TEST_F(Vulkan, DecodeStepsReplayACapturedGraph) {
     expect_near(replayed[i], plain[i], 1e-5, "logits of step " + std::to_string(i));
   EXPECT_EQ(after.replays - before.replays, 30u);
   EXPECT_EQ(after.submits - before.submits, 31u);  // the prefill's + one per step
-  // Again from the start: the same graph (no new buffers), the same logits.
-  const vk::Context::Stats again = context_of(dev_).stats();
+  // Again from the start: the same graph, the same logits; and once more without a single
+  // new buffer (the steady state: the second prefill may still allocate what the graph
+  // took from the pool for good).
   const auto replayed2 = greedy_logits(gpu, cache, prompt, 30);
   EXPECT_EQ(replayed2, replayed);
+  const vk::Context::Stats again = context_of(dev_).stats();
+  EXPECT_EQ(greedy_logits(gpu, cache, prompt, 30), replayed);
   EXPECT_EQ(context_of(dev_).stats().buffer_allocations, again.buffer_allocations);
+  EXPECT_EQ(context_of(dev_).stats().replays - again.replays, 30u);
 
   // A bad token: an error naming it, the cache untouched; decoding goes on.
   const int64_t len = cache.length();

@@ -96,6 +96,11 @@ class Backend {
   /// be undefined. Shapes already resolved by ops/matmul.cpp.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
                       bool accumulate, Tensor& out) = 0;
+  /// out = matmul(layernorm(x, gamma, beta, eps), w, spec, bias) (ops.h layernorm_matmul;
+  /// shapes resolved). The default runs layernorm into a temporary, then matmul.
+  virtual void layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
+                                Tensor& out);
   virtual void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) = 0;
   virtual void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                          Tensor& out) = 0;

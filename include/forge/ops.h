@@ -78,6 +78,15 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
 /// range leaves its output row unwritten; nothing is ever read outside the table.
 enum class DeviceIds { check, trusted };
 
+/// matmul(layernorm(x, gamma, beta, eps), w, spec, bias): the same result in one call, so
+/// that a backend can normalize inside the product (Vulkan: a decode step's row normalized
+/// by every GEMV workgroup, one dispatch instead of two; bit for bit the two ops' result).
+/// x: [R, K] or [B, R, K] normalized over K; gamma, beta: [K]; spec.trans_a is refused (the
+/// rows of x are what is normalized). Errors: those of layernorm and matmul, named
+/// "layernorm_matmul".
+Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        const Tensor& w, const MatmulSpec& spec = {}, const Tensor& bias = {});
+
 /// Row gather: out[..., :] = table[ids[...], :]. ids: U32 of any shape; table: [V, C];
 /// out: ids.shape + [C]. Error(Range) if any id >= V.
 ///

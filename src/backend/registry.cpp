@@ -28,6 +28,14 @@ namespace {
 }
 }  // namespace
 
+void Backend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                               const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
+                               Tensor& out) {
+  Tensor h = Tensor::empty(x.shape(), DType::F32, x.device());
+  layernorm(x, gamma, beta, eps, h);
+  matmul(h, w, bias, spec, /*accumulate=*/false, out);
+}
+
 void Backend::begin_capture() { no_capture(*this); }
 std::shared_ptr<Graph> Backend::end_capture() { no_capture(*this); }
 void Backend::abort_capture() { no_capture(*this); }

@@ -2,6 +2,7 @@
 // that starts with the op's name.
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <initializer_list>
 #include <string>
@@ -27,8 +28,9 @@ inline std::string fmt_float(double v) {
 inline void check_dtype(const char* op, const char* name, const Tensor& t, DType want) {
   if (!t.defined()) fail(ErrorKind::Shape, op, std::string(name) + " is an undefined tensor");
   if (t.dtype() != want)
-    fail(ErrorKind::DType, op, std::string(name) + " must be " + dtype_name(want) + ", got " +
-                                   dtype_name(t.dtype()) + " " + t.shape().str());
+    fail(ErrorKind::DType, op,
+         std::string(name) + " must be " + dtype_name(want) + ", got " + dtype_name(t.dtype()) +
+             " " + t.shape().str());
 }
 
 inline void check_f32(const char* op, const char* name, const Tensor& t) {
@@ -47,8 +49,8 @@ inline Backend& same_device(const char* op, std::initializer_list<const Tensor*>
     if (!first) {
       first = t;
     } else if (t->device() != first->device()) {
-      fail(ErrorKind::Device, op, "tensors on different devices: " + first->device().str() +
-                                      " and " + t->device().str());
+      fail(ErrorKind::Device, op,
+           "tensors on different devices: " + first->device().str() + " and " + t->device().str());
     }
   }
   if (!first) fail(ErrorKind::Shape, op, "no defined input tensor");
@@ -57,23 +59,25 @@ inline Backend& same_device(const char* op, std::initializer_list<const Tensor*>
 
 inline void check_rank(const char* op, const char* name, const Tensor& t, size_t lo, size_t hi) {
   if (t.rank() < lo || t.rank() > hi)
-    fail(ErrorKind::Shape, op, std::string(name) + " must have rank " + std::to_string(lo) +
-                                   (hi != lo ? "-" + std::to_string(hi) : std::string()) +
-                                   ", got " + t.shape().str());
+    fail(ErrorKind::Shape, op,
+         std::string(name) + " must have rank " + std::to_string(lo) +
+             (hi != lo ? "-" + std::to_string(hi) : std::string()) + ", got " + t.shape().str());
 }
 
 /// rank >= lo (row ops need a last dimension).
 inline void check_min_rank(const char* op, const char* name, const Tensor& t, size_t lo) {
   if (t.rank() < lo)
-    fail(ErrorKind::Shape, op, std::string(name) + " must have rank >= " + std::to_string(lo) +
-                                   ", got " + t.shape().str());
+    fail(ErrorKind::Shape, op,
+         std::string(name) + " must have rank >= " + std::to_string(lo) + ", got " +
+             t.shape().str());
 }
 
 inline void check_same_shape(const char* op, const char* na, const Tensor& a, const char* nb,
                              const Tensor& b) {
   if (a.shape() != b.shape())
-    fail(ErrorKind::Shape, op, std::string(na) + " " + a.shape().str() + " and " + nb + " " +
-                                   b.shape().str() + " must have the same shape");
+    fail(ErrorKind::Shape, op,
+         std::string(na) + " " + a.shape().str() + " and " + nb + " " + b.shape().str() +
+             " must have the same shape");
 }
 
 // --- attention heads (heads.cpp, attention.cpp) ---
@@ -120,6 +124,20 @@ inline QkvDims check_qkv(const char* op, const Tensor& qkv, int64_t n_head) {
   d.B = qkv.rank() == 3 ? qkv.dim(0) : 1;
   d.T = qkv.dim(-2);
   return d;
+}
+
+/// eps of a layernorm: finite and >= 0.
+inline void check_eps(const char* op, float eps) {
+  if (!(eps >= 0.0f) || !std::isfinite(eps))
+    fail(ErrorKind::Range, op, "eps must be finite and >= 0, got " + fmt_float(eps));
+}
+
+// gamma (and beta) must be [C] for x [..., C].
+inline void check_row_param(const char* op, const char* name, const Tensor& p, const Tensor& x) {
+  if (p.rank() != 1 || p.dim(0) != x.dim(-1))
+    fail(ErrorKind::Shape, op,
+         std::string(name) + " must be [" + std::to_string(x.dim(-1)) + "] for x " +
+             x.shape().str() + ", got " + p.shape().str());
 }
 
 }  // namespace forge::ops_detail

@@ -94,6 +94,22 @@ void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec
   if (acc.numel() > 0) r.be.matmul(a, b, bias, spec, /*accumulate=*/true, acc);
 }
 
+Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        const Tensor& w, const MatmulSpec& spec, const Tensor& bias) {
+  const char* op = "layernorm_matmul";
+  check_f32(op, "gamma", gamma);
+  check_f32(op, "beta", beta);
+  const Resolved r = resolve(op, nullptr, x, w, spec, bias);
+  same_device(op, {&x, &gamma, &beta});
+  if (spec.trans_a) fail(ErrorKind::Shape, op, "trans_a: the rows of x are what is normalized");
+  check_row_param(op, "gamma", gamma, x);
+  check_row_param(op, "beta", beta, x);
+  check_eps(op, eps);
+  Tensor out = Tensor::empty(Shape::checked(r.dims, op), DType::F32, x.device());
+  if (out.numel() > 0) r.be.layernorm_matmul(x, gamma, beta, eps, w, bias, spec, out);
+  return out;
+}
+
 Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks, float alpha) {
   const char* op = "matmul_chunked_transb";
   check_f32(op, "a", a);

@@ -9,23 +9,6 @@
 namespace forge {
 using namespace ops_detail;
 
-namespace {
-
-void check_eps(const char* op, float eps) {
-  if (!(eps >= 0.0f) || !std::isfinite(eps))
-    fail(ErrorKind::Range, op, "eps must be finite and >= 0, got " + fmt_float(eps));
-}
-
-// gamma (and beta) must be [C] for x [..., C].
-void check_row_param(const char* op, const char* name, const Tensor& p, const Tensor& x) {
-  if (p.rank() != 1 || p.dim(0) != x.dim(-1))
-    fail(ErrorKind::Shape, op,
-         std::string(name) + " must be [" + std::to_string(x.dim(-1)) + "] for x " +
-             x.shape().str() + ", got " + p.shape().str());
-}
-
-}  // namespace
-
 Tensor softmax(const Tensor& x, bool causal, int64_t offset) {
   const char* op = "softmax";
   check_f32(op, "x", x);

@@ -41,8 +41,8 @@ constexpr uint32_t kEpilogueAdd = 16;
 // --- matmul tiles ---------------------------------------------------------------------------
 
 // A tile kernel of the matmul: its shader, output tile (rows x cols per workgroup), and the
-// workgroups below which gemm splits k (about 2 x 132 SMs of an H200 for the 256-invocation
-// big tiles, 4 x for matmul's lighter ones).
+// workgroups below which gemm splits k (128x128: about 2 x 132 SMs of an H200; the half
+// tiles: 384, swept there; 4 x 132 for matmul's lighter ones).
 struct MatmulTile {
   const char* name;  // as FORGE_VULKAN_MATMUL_TILE spells it
   const char* shader;
@@ -50,8 +50,8 @@ struct MatmulTile {
   uint64_t fill_groups;
 };
 constexpr MatmulTile kTile128x128{"128x128", "matmul_big", 128, 128, 264};
-constexpr MatmulTile kTile64x128{"64x128", "matmul_big_64x128", 64, 128, 264};
-constexpr MatmulTile kTile128x64{"128x64", "matmul_big_128x64", 128, 64, 264};
+constexpr MatmulTile kTile64x128{"64x128", "matmul_big_64x128", 64, 128, 384};
+constexpr MatmulTile kTile128x64{"128x64", "matmul_big_128x64", 128, 64, 384};
 constexpr MatmulTile kTile64x64{"64x64", "matmul", 64, 64, 528};
 
 // The environment variable `name` ("" when unset), read on every call so that a benchmark
@@ -94,8 +94,9 @@ uint64_t forced_split_k() {
 //  - else a half tile, 64x128 or 128x64, whichever pads the output less (64x128 on a tie):
 //    twice the workgroups (GPT-2 prefill of 1024 tokens: 96-384 instead of 48-192) before
 //    gemm splits k for what is still too few.
-// A guess, not yet measured: the thresholds and the order half tile -> split k are to be
-// settled by sweeping FORGE_VULKAN_MATMUL_TILE and FORGE_VULKAN_SPLIT_K on a GPU.
+// Measured on an H200 (bench/vulkan_sweep.sh, GPT-2 prefill's products of 1024 rows): the
+// half tile beat 128x128 at every split count on the 48-192-tile products; 64x128 beat
+// 128x64 on all four.
 const MatmulTile& matmul_tile(uint64_t M, uint64_t N, uint64_t K, uint64_t batch) {
   const MatmulTile* forced = forced_tile();  // read first: a bad value fails on any product
   if (M < 128 || N < 128 || K < 64) return kTile64x64;
@@ -112,9 +113,9 @@ const MatmulTile& matmul_tile(uint64_t M, uint64_t N, uint64_t K, uint64_t batch
 /// (rows). hd <= 64: attention_prefill (16x16 invocations of 4x2 scores) or
 /// attention_prefill_big (8x16 of 4x4 scores: twice the FMAs per invocation, its shared
 /// reads in aligned runs of 4); both take 32 KiB of shared memory.
-/// FORGE_VULKAN_ATTENTION_TILE = small | big picks one, auto (or unset) takes big on devices with
-/// >= 48 KiB of shared memory (desktop GPUs) and small below (lavapipe, as before big existed).
-const char* prefill_kernel(int64_t hd, uint32_t shared_bytes, int64_t& rows) {
+/// FORGE_VULKAN_ATTENTION_TILE = small | big picks one; auto (or unset) is small: on an H200
+/// big took 3.3 ms of a 1024-token prefill where small took 2.8 (bench/vulkan_sweep.sh).
+const char* prefill_kernel(int64_t hd, int64_t& rows) {
   const std::string_view v = env("FORGE_VULKAN_ATTENTION_TILE");
   const std::string_view tile = v.empty() ? "auto" : v;
   if (tile != "auto" && tile != "small" && tile != "big")
@@ -125,8 +126,7 @@ const char* prefill_kernel(int64_t hd, uint32_t shared_bytes, int64_t& rows) {
     return "attention_prefill_hd128";
   }
   rows = 64;
-  const bool big = tile == "big" || (tile == "auto" && shared_bytes >= 48 * 1024);
-  return big ? "attention_prefill_big" : "attention_prefill";
+  return tile == "big" ? "attention_prefill_big" : "attention_prefill";
 }
 
 // FORGE_VULKAN_ATTENTION_SPLITS: unset or "auto" -> 0, attend's own choice; N >= 1 -> N
@@ -421,7 +421,7 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
   }
   // Prefill: the tiled flash kernel (a workgroup per tile of `rows` queries).
   int64_t rows = 0;
-  const char* prefill = prefill_kernel(hd, ctx_->limits().maxComputeSharedMemorySize, rows);
+  const char* prefill = prefill_kernel(hd, rows);
   const int64_t tiles = (T + rows - 1) / rows;
   const std::vector<uint32_t> params = {u(T),  u(n_head), u(hd), u(cap), u(pos), cached ? 1u : 0u,
                                         scale, u(tiles),  u(G)};
@@ -433,7 +433,8 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
 
 void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& o,
                          const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
-                         uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N) {
+                         uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N,
+                         const LnArgs* ln) {
   if (M == 0 || N == 0 || batch == 0) return;
   const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u) | epilogue;
   const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
@@ -443,7 +444,17 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   const uint32_t K = dims[2];
   const bool gemv = M == 1;
   const MatmulTile* tile = gemv ? nullptr : &matmul_tile(M, N, K, batch);
-  const char* shader = tile ? tile->shader : trans_b ? "gemv_t" : "gemv_n";
+  const char* shader = tile ? tile->shader : trans_b ? "gemv_t" : ln ? "gemv_n_ln" : "gemv_n";
+  // The kernel's bindings (+ gamma, beta with ln) and its push constants after the dims.
+  auto bind = [&](const Arg& dst) {
+    std::vector<Arg> args = {a, b, bias ? *bias : a, dst};
+    if (ln) args.insert(args.end(), {ln->gamma, ln->beta});
+    return args;
+  };
+  auto with_eps = [&](std::vector<uint32_t> params) {
+    if (ln) params.push_back(f(ln->eps));
+    return params;
+  };
   const uint64_t cols_per_group = tile ? tile->cols : 8;
   const uint64_t rows_per_group = tile ? tile->rows : 64;
   const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
@@ -451,7 +462,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   // Split k over workgroups when the output tiles alone are too few to fill a GPU, writing
   // raw partial sums that split_k_reduce adds in order (deterministic) with the epilogue.
   //  - Tiles (prefill's [1024, 768] @ [768, 768]: 96 tiles of 64x128; attention's [12, 1024,
-  //    1024] @ [12, 1024, 64]: 192 tiles of 64^2): splits of >= 256 k along z (batch *
+  //    1024] @ [12, 1024, 64]: 192 tiles of 64^2): splits of >= 192 k along z (batch *
   //    splits + split; a batched output must be contiguous, stride_c = M ldc) up to the
   //    tile's fill_groups.
   //  - gemv_n: its 8-column workgroups walk all of k, so decode's products (N >= 768: 96+
@@ -471,8 +482,11 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   if (const uint64_t forced = forced_split_k(); forced > 0) {
     splits = std::min<uint64_t>({forced, max_splits, std::max<uint32_t>(K, 1)});
   } else if (tiles_can_split) {
-    const uint64_t want = (tile->fill_groups + tiles - 1) / tiles;
-    splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 256), 1, max_splits);
+    // The split count nearest fill_groups / tiles, >= 192 k each. H200, 64x128 tiles: 96
+    // tiles (N = 768, K = 768 or 3072) were fastest in 4 splits (0.072 / 0.19 ms, against
+    // 0.078 / 0.24 in 3), 288 and 384 tiles unsplit.
+    const uint64_t want = (tile->fill_groups + tiles / 2) / tiles;
+    splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 192), 1, max_splits);
   } else if (gemv_can_split && tiles < 16 && K >= 2048) {
     splits =
         std::clamp<uint64_t>(std::min<uint64_t>((64 + tiles - 1) / tiles, K / 1024), 1, max_splits);
@@ -484,7 +498,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
     auto part = ctx_->scratch(rows * s * N * sizeof(float));
     std::vector<uint32_t> params = dims;
     params.insert(params.end(), {flags | 64u, f(alpha), 0u, 0u, 0u, k_split});
-    ctx_->dispatch(shader, {a, b, bias ? *bias : a, whole(*part, true)}, params,
+    ctx_->dispatch(shader, bind(whole(*part, true)), with_eps(params),
                    static_cast<uint32_t>(tiles_n), static_cast<uint32_t>(gemv ? s : tiles_m),
                    static_cast<uint32_t>(gemv ? batch : batch * s));
     // GEMV rows are batches (stride_c apart), a matmul's rows (batch * M + m) ldc apart.
@@ -505,7 +519,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
         params.push_back(static_cast<uint32_t>(y0));
         params.push_back(static_cast<uint32_t>(z0));
         params.push_back(0u);  // k_split: unused without flag 64 (whole k)
-        ctx_->dispatch(shader, {a, b, bias ? *bias : a, o}, params,
+        ctx_->dispatch(shader, bind(o), with_eps(params),
                        static_cast<uint32_t>(std::min<uint64_t>(lim[0], tiles_n - x0)),
                        static_cast<uint32_t>(std::min<uint64_t>(lim[1], tiles_m - y0)),
                        static_cast<uint32_t>(std::min<uint64_t>(lim[2], batch - z0)));
@@ -527,6 +541,26 @@ void VulkanBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   gemm(in(a), in(b), bias.defined() ? &bias_arg : nullptr, out(o),
        {u(M), u(N), u(K), u(a.dim(-1)), u(b.dim(-1)), u(N), u(stride_a), u(stride_b), u(M * N)},
        spec.trans_a, spec.trans_b, spec.alpha, epilogue, u(batch), u(M), u(N));
+}
+
+void VulkanBackend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     float eps, const Tensor& w, const Tensor& bias,
+                                     const MatmulSpec& spec, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t M = o.dim(-2), N = o.dim(-1), K = x.dim(-1);
+  // One row per product (a decode step) fits gemv_n_ln; other shapes: layernorm, then matmul.
+  if (M != 1 || spec.trans_b || K > kLnGemvMaxK || ctx_->max_bindings() < 6) {
+    Backend::layernorm_matmul(x, gamma, beta, eps, w, bias, spec, o);
+    return;
+  }
+  const int64_t batch = o.rank() == 3 ? o.dim(0) : 1;
+  const int64_t stride_a = x.rank() == 3 ? K : 0;
+  const int64_t stride_b = w.rank() == 3 ? w.dim(-2) * w.dim(-1) : 0;
+  const Arg bias_arg = bias.defined() ? in(bias) : Arg{};
+  const LnArgs ln{in(gamma), in(beta), eps};
+  gemm(in(x), in(w), bias.defined() ? &bias_arg : nullptr, out(o),
+       {1u, u(N), u(K), u(K), u(w.dim(-1)), u(N), u(stride_a), u(stride_b), u(N)}, false, false,
+       spec.alpha, spec.gelu ? kEpilogueGelu : 0u, u(batch), 1u, u(N), &ln);
 }
 
 void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,

@@ -17,6 +17,8 @@ namespace forge::vk {
 constexpr uint32_t kAttnDecodeBindings = 6;
 constexpr int64_t kAttnCounters = 16384;
 constexpr int64_t kAttnGroups = 256;
+/// gemv_n_ln's shared row (its xs[]).
+constexpr int64_t kLnGemvMaxK = 2048;
 
 class VulkanBackend final : public Backend {
  public:
@@ -46,6 +48,9 @@ class VulkanBackend final : public Backend {
   void gelu(const Tensor& x, Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
               bool accumulate, Tensor& out) override;
+  void layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
+                        Tensor& out) override;
   void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) override;
   void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                  Tensor& out) override;
@@ -93,9 +98,15 @@ class VulkanBackend final : public Backend {
   /// Records out = [out +] [gelu](alpha * op(a) @ op(b) + bias): one dispatch, or a split-k
   /// pass and its reduction. dims: M, N, K, lda, ldb, ldc, stride_a, stride_b, stride_c;
   /// epilogue: the shaders' flags 8 (gelu) and 16 (accumulate) or 0.
+  /// With `ln` (M = 1, b not transposed, K <= kLnGemvMaxK): a's row is layer-normalized
+  /// first, inside the GEMV (gemv_n_ln).
+  struct LnArgs {
+    Arg gamma, beta;
+    float eps;
+  };
   void gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& out,
             const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
-            uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N);
+            uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N, const LnArgs* ln = nullptr);
 
   /// attention and attention_at: the decode kernel (split keys; it binds
   /// kAttnDecodeBindings buffers) or the prefill kernel. pos_at: the position on the device.

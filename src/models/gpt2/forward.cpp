@@ -58,11 +58,11 @@ namespace {
 /// with the positions and caches the caller has).
 template <typename Attend>
 void block(Tensor& x2, const LayerWeights& L, float eps, const Attend& attend) {
-  const Tensor h = layernorm(x2, L.ln_1_w, L.ln_1_b, eps);  // [R, C]
-  const Tensor qkv = matmul(h, L.attn_w, {}, L.attn_b);     // [R, 3C]
+  // ln_1(x2) W + b: [R, 3C] (one kernel where the backend folds the layernorm in).
+  const Tensor qkv = layernorm_matmul(x2, L.ln_1_w, L.ln_1_b, eps, L.attn_w, {}, L.attn_b);
   matmul_add_(x2, attend(qkv), L.attn_proj_w, {}, L.attn_proj_b);
-  const Tensor h2 = layernorm(x2, L.ln_2_w, L.ln_2_b, eps);
-  const Tensor f = matmul(h2, L.fc_w, {.gelu = true}, L.fc_b);  // gelu(h2 W + b): [R, 4C]
+  // gelu(ln_2(x2) W + b): [R, 4C]
+  const Tensor f = layernorm_matmul(x2, L.ln_2_w, L.ln_2_b, eps, L.fc_w, {.gelu = true}, L.fc_b);
   matmul_add_(x2, f, L.fc_proj_w, {}, L.fc_proj_b);
 }
 

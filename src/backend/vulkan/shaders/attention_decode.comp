@@ -14,9 +14,11 @@
 // step replayed at every position), clamped to cap - T so that nothing outside the caches
 // is ever touched.
 //
-// Keys go in chunks of KEYS: split i takes chunks i, i + splits, ... Scores: 16 neighbouring
-// invocations read one key row together (dimensions lane, lane + 16, ...), 4 keys each; the
-// 16 partial dots of a key are added in shared memory. An online softmax across the
+// Keys go in chunks of KEYS: split i takes chunks i, i + splits, ... All of a chunk's key and
+// value loads are issued before any is used (one wait on memory per chunk, not one per
+// unrolled step). Scores: 16 neighbouring invocations read one key row together (dimensions
+// lane, lane + 16, ...), 4 keys each; the 16 partial dots of a key are added in shared
+// memory. An online softmax across the
 // chunks (running max m, sum and output rescaled by exp(m_old - m_new)). For p v,
 // invocation l takes dimension l % lanes of the chunk's keys l / lanes (mod 128 / lanes).
 // Every sum runs in a fixed order.
@@ -66,8 +68,8 @@ void main() {
   const uint qrow = p.oqkv + (b * p.T + t) * C3 + h * p.hd;  // q of this query
   const uint knew = p.oqkv + b * p.T * C3 + C + h * p.hd;   // k of new position pos
   const uint crow = bh * p.cap * p.hd;                       // row 0 of this head's caches
+  qs[l] = l < p.hd ? qkv[qrow + l] * p.scale : 0.0;  // zeros past hd: they meet zeros
   if (l < p.hd) {
-    qs[l] = qkv[qrow + l] * p.scale;
     if (cached && split == 0u) {
       kc[p.okc + crow + (pos + t) * p.hd + l] = qkv[qrow + C + l];
       vc[p.ovc + crow + (pos + t) * p.hd + l] = qkv[qrow + 2u * C + l];
@@ -85,17 +87,33 @@ void main() {
   float acc = 0.0;   // output dimension d over this group's keys
   for (uint j0 = split * KEYS; j0 < S; j0 += p.splits * KEYS) {
     const uint n = min(KEYS, S - j0);
-    float dots[4];
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) dots[i] = 0.0;
-    for (uint e = lane; e < p.hd; e += 16u) {
-      const float qe = qs[e];
-      [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-        const uint key = j0 + kk + 8u * i;
-        if (key < j0 + n)
-          dots[i] += qe * (cached && key < pos ? kc[p.okc + crow + key * p.hd + e]
-                                               : qkv[knew + (key - pos) * C3 + e]);
+    // Every load of the chunk first, keys and values (the values do not depend on the
+    // scores), so that they are all in flight together: the chunk waits on memory once.
+    float kv[4][8];  // key kk + 8 i, dimensions lane + 16 e
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      const uint key = j0 + kk + 8u * i;
+      [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+        const uint dim = lane + 16u * e;
+        kv[i][e] = key < j0 + n && dim < p.hd
+                       ? (cached && key < pos ? kc[p.okc + crow + key * p.hd + dim]
+                                              : qkv[knew + (key - pos) * C3 + dim])
+                       : 0.0;
       }
     }
+    float vv[32];  // dimension d of keys grp + groups u
+    [[unroll]] for (uint u = 0u; u < 32u; ++u) {
+      const uint key = j0 + grp + u * groups;
+      vv[u] = d < p.hd && key < j0 + n
+                  ? (cached && key < pos ? vc[p.ovc + crow + key * p.hd + d]
+                                         : qkv[knew + (key - pos) * C3 + C + d])
+                  : 0.0;
+    }
+    float dots[4];
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+      dots[i] = 0.0;
+      [[unroll]] for (uint e = 0u; e < 8u; ++e) dots[i] += qs[lane + 16u * e] * kv[i][e];
+    }
+    // (The previous chunk's reads of part ended before its last barrier.)
     [[unroll]] for (uint i = 0u; i < 4u; ++i) part[(kk + 8u * i) * 17u + lane] = dots[i];
     barrier();
     if (l < KEYS) {
@@ -119,23 +137,10 @@ void main() {
     sum = sum * corr + csum;
     m = m_new;
     acc *= corr;
-    if (d < p.hd) {
-      // Four keys per step: four independent loads in flight, added in key order.
-      uint j = grp;
-      for (; j + 3u * groups < n; j += 4u * groups) {
-        float v[4];
-        [[unroll]] for (uint u = 0u; u < 4u; ++u) {
-          const uint key = j0 + j + u * groups;
-          v[u] = cached && key < pos ? vc[p.ovc + crow + key * p.hd + d]
-                                     : qkv[knew + (key - pos) * C3 + C + d];
-        }
-        [[unroll]] for (uint u = 0u; u < 4u; ++u) acc += ps[j + u * groups] * v[u];
-      }
-      for (; j < n; j += groups) {
-        const uint key = j0 + j;
-        acc += ps[j] * (cached && key < pos ? vc[p.ovc + crow + key * p.hd + d]
-                                            : qkv[knew + (key - pos) * C3 + C + d]);
-      }
+    // p v in key order; keys past n have p = 0 and v = 0.
+    [[unroll]] for (uint u = 0u; u < 32u; ++u) {
+      const uint j = grp + u * groups;
+      if (j < KEYS) acc += ps[j] * vv[u];
     }
     barrier();  // ps and part are rewritten by the next chunk
   }
