@@ -49,7 +49,7 @@ layout(push_constant) uniform P {
 #include "matmul_epilogue.glsl"
 
 const uint kPairs = 128u;  // rows of b read at once by a workgroup
-const uint kUnroll = 4u;   // rows per pair per loop step (loads in flight)
+const uint kUnroll = 8u;   // rows per pair per loop step (loads in flight)
 
 shared float part[kPairs][8];  // [pair][column]: one vec4 per invocation
 shared float part2[32][8];     // sums of 4 pairs
@@ -77,39 +77,65 @@ void main() {
   const uint k_begin = split ? gl_WorkGroupID.y * p.k_split : 0u;
   const uint k_end = split ? min(k_begin + p.k_split, p.K) : p.K;
 
-#ifdef GEMV_LN
-  {
-    float s = 0.0;
-    for (uint j = t; j < p.K; j += 256u) s += a[abase + j];
-    const float mean = wg_sum(s) / float(p.K);
-    float q2 = 0.0;
-    for (uint j = t; j < p.K; j += 256u) {
-      const float d = a[abase + j] - mean;
-      q2 += d * d;
-    }
-    const float rstd = 1.0 / sqrt(wg_sum(q2) / float(p.K) + p.eps);
-    for (uint j = t; j < p.K; j += 256u)
-      xs[j] = (a[abase + j] - mean) * rstd * gamma[p.ogamma + j] + beta[p.obeta + j];
-    barrier();
-  }
-#endif
   vec4 acc = vec4(0.0);
   const bool wide = bbase % 4u == 0u && p.ldb % 4u == 0u && n + 4u <= p.N;
   const uint step = kPairs * kUnroll;
+  // Row k's 4 columns are b4[(bbase + k ldb + n) / 4].
+  const uint ldb4 = p.ldb / 4u, base4 = (bbase + n) / 4u;
   uint k = k_begin + q;
+  // Every step issues kUnroll rows' loads at once, the rows past k_end predicated off
+  // (zeros), so that a short k (GPT-2: 768) waits on memory once, not once per row. The
+  // first step's rows are loaded before anything else: with GEMV_LN they are in flight
+  // while the workgroup normalizes a.
+  vec4 bv[kUnroll];
   if (wide) {
-    // Row k's 4 columns are b4[(bbase + k ldb + n) / 4].
-    const uint ldb4 = p.ldb / 4u, base4 = (bbase + n) / 4u;
-    for (; k + (kUnroll - 1u) * kPairs < k_end; k += step) {
-      vec4 bv[kUnroll];
+    [[unroll]] for (uint u = 0u; u < kUnroll; ++u) {
+      const uint ku = k + u * kPairs;
+      bv[u] = ku < k_end ? b4[base4 + ku * ldb4] : vec4(0.0);
+    }
+  }
+
+#ifdef GEMV_LN
+  {
+    // a's K <= 2048 elements, gamma and beta: 8 per invocation, loaded at once.
+    float xv[8], gv[8], be[8];
+    [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+      const uint j = t + 256u * u;
+      xv[u] = j < p.K ? a[abase + j] : 0.0;
+      gv[u] = j < p.K ? gamma[p.ogamma + j] : 0.0;
+      be[u] = j < p.K ? beta[p.obeta + j] : 0.0;
+    }
+    // layernorm.comp's sums, in its order (j = t, t + 256, ...).
+    float s = 0.0;
+    [[unroll]] for (uint u = 0u; u < 8u; ++u)
+      if (t + 256u * u < p.K) s += xv[u];
+    const float mean = wg_sum(s) / float(p.K);
+    float q2 = 0.0;
+    [[unroll]] for (uint u = 0u; u < 8u; ++u) {
+      const float d = xv[u] - mean;
+      if (t + 256u * u < p.K) q2 += d * d;
+    }
+    const float rstd = 1.0 / sqrt(wg_sum(q2) / float(p.K) + p.eps);
+    [[unroll]] for (uint u = 0u; u < 8u; ++u)
+      if (t + 256u * u < p.K) xs[t + 256u * u] = (xv[u] - mean) * rstd * gv[u] + be[u];
+    barrier();
+  }
+#endif
+  if (wide) {
+    for (; k < k_end; k += step) {
+      if (k != k_begin + q) {
+        [[unroll]] for (uint u = 0u; u < kUnroll; ++u) {
+          const uint ku = k + u * kPairs;
+          bv[u] = ku < k_end ? b4[base4 + ku * ldb4] : vec4(0.0);
+        }
+      }
       float av[kUnroll];
       [[unroll]] for (uint u = 0u; u < kUnroll; ++u) {
-        bv[u] = b4[base4 + (k + u * kPairs) * ldb4];
-        av[u] = A(k + u * kPairs);
+        const uint ku = k + u * kPairs;
+        av[u] = ku < k_end ? A(ku) : 0.0;
       }
       [[unroll]] for (uint u = 0u; u < kUnroll; ++u) acc += av[u] * bv[u];
     }
-    for (; k < k_end; k += kPairs) acc += A(k) * b4[base4 + k * ldb4];
   } else {
     // Odd N, unaligned views or the last partial column group: scalars, bounds-checked.
     for (; k < k_end; k += kPairs) {
