@@ -114,7 +114,7 @@ const MatmulTile& matmul_tile(uint64_t M, uint64_t N, uint64_t K, uint64_t batch
 /// attention_prefill_big (8x16 of 4x4 scores: twice the FMAs per invocation, its shared
 /// reads in aligned runs of 4); both take 32 KiB of shared memory.
 /// FORGE_VULKAN_ATTENTION_TILE = small | big picks one; auto (or unset) is small: on an H200
-/// big took 3.3 ms of a 1024-token prefill where small took 2.8 (bench/vulkan_sweep.sh).
+/// big took 2.1 ms of a 1024-token prefill where small took 2.0 (bench/vulkan_sweep.sh).
 const char* prefill_kernel(int64_t hd, int64_t& rows) {
   const std::string_view v = env("FORGE_VULKAN_ATTENTION_TILE");
   const std::string_view tile = v.empty() ? "auto" : v;

@@ -33,6 +33,7 @@
 #include "common.glsl"
 
 const uint BR = WY * RI, BC = WX * KJ, NT = WX * WY;
+const uint LOADS = (BC * HD + NT - 1u) / NT;  // K (and V) tile elements per invocation
 layout(local_size_x = WX, local_size_y = WY) in;
 layout(std430, binding = 0) readonly buffer QKV { float qkv[]; };
 layout(std430, binding = 1) buffer KC { float kc[]; };
@@ -58,6 +59,31 @@ uint kcol(uint tx, uint c) { return (c / VW) * (WX * VW) + tx * VW + c % VW; }
 // Slot of (key j, query ty*RI + i) in P: the run's start swizzled, then the offset in it.
 uint pslot(uint j, uint ty, uint i) {
   return j * BR + ((ty * RI + (i / VW) * VW) ^ (j & PSW)) + i % VW;
+}
+
+// This invocation's elements e = tid + it NT (key e / hd, dimension e % hd) of the K and V
+// tiles of keys [j0, j0 + BC): every load issued before any is used (one wait on memory per
+// block); keys past `last` and elements past BC * hd are zeros.
+void load_block(uint j0, uint last, uint hd, uint C3, uint qbase, uint crow, bool cached,
+                out float kr[LOADS], out float vr[LOADS]) {
+  const uint tid = gl_LocalInvocationID.y * WX + gl_LocalInvocationID.x;
+  const uint C = C3 / 3u;
+  [[unroll]] for (uint it = 0u; it < LOADS; ++it) {
+    const uint e = tid + it * NT;
+    const uint j = e / hd, d = e % hd, key = j0 + j;
+    kr[it] = 0.0;
+    vr[it] = 0.0;
+    if (e < BC * hd && key < last) {
+      if (cached && key < p.pos) {
+        kr[it] = kc[p.okc + crow + key * hd + d];
+        vr[it] = vc[p.ovc + crow + key * hd + d];
+      } else {
+        const uint row = qbase + (key - p.pos) * C3 + d;
+        kr[it] = qkv[row + C];
+        vr[it] = qkv[row + 2u * C];
+      }
+    }
+  }
 }
 
 void main() {
@@ -97,26 +123,23 @@ void main() {
     [[unroll]] for (uint c = 0u; c < DC; ++c) acc[i][c] = 0.0;
   }
 
+  // Block j0's K and V elements of this invocation, loaded one block ahead: the next
+  // block's loads are in flight while this one is computed.
+  float kr[LOADS], vr[LOADS];
+  load_block(0u, last, hd, C3, qbase, crow, cached, kr, vr);
   for (uint j0 = 0u; j0 < last; j0 += BC) {
     barrier();  // the previous block's P and V are consumed (and Qs is complete)
-    // 1. K and V tiles; keys past `last` are zeros.
-    for (uint e = tid; e < BC * hd; e += NT) {
-      const uint j = e / hd, d = e % hd, key = j0 + j;
-      float kv = 0.0, vv = 0.0;
-      if (key < last) {
-        if (cached && key < p.pos) {
-          kv = kc[p.okc + crow + key * hd + d];
-          vv = vc[p.ovc + crow + key * hd + d];
-        } else {
-          const uint row = qbase + (key - p.pos) * C3 + d;
-          kv = qkv[row + C];
-          vv = qkv[row + 2u * C];
-        }
+    // 1. The K and V tiles to shared memory, from registers loaded one block ahead.
+    [[unroll]] for (uint it = 0u; it < LOADS; ++it) {
+      const uint e = tid + it * NT;
+      if (e < BC * hd) {
+        const uint j = e / hd, d = e % hd;
+        KP[d * BC + (j ^ (d & KSW))] = kr[it];
+        Vs[j * HD + d] = vr[it];
       }
-      KP[d * BC + (j ^ (d & KSW))] = kv;
-      Vs[j * HD + d] = vv;
     }
     barrier();
+    if (j0 + BC < last) load_block(j0 + BC, last, hd, C3, qbase, crow, cached, kr, vr);
 
     // 2. Scores of queries ty*RI + i against keys kcol(tx, c).
     float s[RI][KJ];
