@@ -112,11 +112,7 @@ Context::Context(int index, Device device) : device_(device) {
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pi.queueFamilyIndex = queue_family_;
   check(vkCreateCommandPool(dev_, &pi, nullptr, &cmd_pool_), "vkCreateCommandPool");
-  auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-  ai.commandPool = cmd_pool_;
-  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  ai.commandBufferCount = 1;
-  check(vkAllocateCommandBuffers(dev_, &ai, &cmd_), "vkAllocateCommandBuffers");
+  cmd_ = new_command_buffer();
   auto fi = make<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
   check(vkCreateFence(dev_, &fi, nullptr, &fence_), "vkCreateFence");
   auto ci = make<VkPipelineCacheCreateInfo>(VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO);
@@ -192,6 +188,16 @@ Context::~Context() {
   vkDestroyFence(dev_, fence_, nullptr);
   vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
   vkDestroyDevice(dev_, nullptr);
+}
+
+VkCommandBuffer Context::new_command_buffer() {
+  auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+  ai.commandPool = cmd_pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  check(vkAllocateCommandBuffers(dev_, &ai, &cb), "vkAllocateCommandBuffers");
+  return cb;
 }
 
 Context::Pipeline& Context::pipeline(const char* shader, uint32_t bindings) {
@@ -457,12 +463,7 @@ void Context::begin_capture() {
                       " cannot capture graphs now (needs VK_KHR_push_descriptor; not while "
                       "profiling)");
     flush();
-    VkCommandBuffer graph = VK_NULL_HANDLE;
-    auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-    ai.commandPool = cmd_pool_;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    check(vkAllocateCommandBuffers(dev_, &ai, &graph), "vkAllocateCommandBuffers");
+    VkCommandBuffer graph = new_command_buffer();
     auto bi = make<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
     if (const VkResult r = vkBeginCommandBuffer(graph, &bi); r != VK_SUCCESS) {
       vkFreeCommandBuffers(dev_, cmd_pool_, 1, &graph);
@@ -532,11 +533,7 @@ void Context::replay(const CapturedGraph& g) {
       cmd_ = spare_.back();
       spare_.pop_back();
     } else {
-      auto ai = make<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-      ai.commandPool = cmd_pool_;
-      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-      ai.commandBufferCount = 1;
-      check(vkAllocateCommandBuffers(dev_, &ai, &cmd_), "vkAllocateCommandBuffers");
+      cmd_ = new_command_buffer();
     }
   }
   // A graph in a batch twice would need simultaneous use: submit the first one.

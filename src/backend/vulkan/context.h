@@ -21,8 +21,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -195,6 +195,8 @@ class Context {
   Pipeline& pipeline(const char* shader, uint32_t bindings);
   VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
   VkCommandBuffer begin();
+  /// A primary command buffer from the context's pool (the recording one, a graph's).
+  VkCommandBuffer new_command_buffer();
   /// Hazard tracking: a barrier before a command that touches what is pending.
   /// (buffer, written) pairs of one command.
   using Use = std::pair<VkBuffer, bool>;
