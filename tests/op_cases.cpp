@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <utility>
 
@@ -969,6 +970,60 @@ void add_attention(Cases& cs) {
 // Training: sum_rows, scatter_add_rows, gather_nll, ce_bwd, dropout, sumsq, adamw
 // ---------------------------------------------------------------------------------------
 
+// argmax_rows: first of equal maxima, NaN as -inf, rows shorter and longer than the GPU's
+// 256 invocations and its 2048-column spans, equal maxima seen by different invocations,
+// by one, and by different workgroups, a row of only NaN and -inf, GPT-2's vocabulary. The
+// reference: a loop in float64.
+void add_argmax_rows(Cases& cs) {
+  for (const Dims& d :
+       std::vector<Dims>{{4, 1}, {3, 17}, {2, 256}, {2, 5, 300}, {6, 601}, {3, 4500}, {1, 50257}}) {
+    const int64_t V = d.back(), R = numel(d) / V;
+    cs.add(
+        "argmax_rows", "", dims_str(d),
+        [d, V, R](CaseRng& r) {
+          HostTensor x = F(r, d);
+          const float nan = std::numeric_limits<float>::quiet_NaN();
+          const float inf = std::numeric_limits<float>::infinity();
+          auto at = [&](int64_t row, int64_t j) -> float& { return x.f32[sz(row * V + j % V)]; };
+          if (R > 1 && V > 1) {
+            // Row 0: equal maxima at the end, the middle, j = 300 and 44 + 256 (for Vulkan's
+            // spans of 2048: in three workgroups of 4500 columns; in two invocations of 300).
+            for (int64_t j : {V - 1, V / 2, int64_t{300}, int64_t{44}}) at(0, j) = 7.0f;
+            // Row 1: NaN first and in the middle, -inf, the maximum later.
+            at(1, 0) = nan;
+            at(1, V / 2) = nan;
+            at(1, 1) = -inf;
+            at(1, V - 1) = 9.0f;
+          }
+          if (R > 2)  // row 2: NaN and -inf only
+            for (int64_t j = 0; j < V; ++j) at(2, j) = j % 3 == 0 ? nan : -inf;
+          return Inputs{x};
+        },
+        [](const std::vector<Tensor>& t) {
+          std::vector<float> ids;
+          for (uint32_t i : argmax_rows(t[0]).to_vector<uint32_t>()) ids.push_back(float(i));
+          return Outputs{ids};
+        },
+        [V, R](const Inputs& x) {
+          const Vec w = W(x[0]);
+          Vec ids;
+          for (int64_t r = 0; r < R; ++r) {
+            int64_t best = 0;
+            double best_v = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < V; ++j) {
+              const double v = w[sz(r * V + j)];
+              if (!std::isnan(v) && v > best_v) {
+                best_v = v;
+                best = j;
+              }
+            }
+            ids.push_back(static_cast<double>(best));
+          }
+          return Exp{exact(ids)};
+        });
+  }
+}
+
 void add_training(Cases& cs) {
   for (const Dims& d : std::vector<Dims>{
            {17}, {1, 1}, {1, 17}, {33, 17}, {785, 3}, {5, 785}, {2, 50257}, {3, 5, 33}}) {
@@ -1188,6 +1243,7 @@ std::vector<OpCase> build() {
   add_matmul_epilogues(cs);
   add_layernorm_matmul(cs);
   add_softmax(cs);
+  add_argmax_rows(cs);
   add_layernorm(cs);
   add_embedding(cs);
   add_heads(cs);

@@ -153,6 +153,9 @@ TEST(OpsErrors, SumRows) {
   EXPECT_OP_ERROR(sum_rows(f32({})), Shape, "sum_rows");
   EXPECT_OP_ERROR(sum_rows(u32({2, 3})), DType, "sum_rows");
   EXPECT_OP_ERROR(sum_rows(Tensor()), Shape, "sum_rows");
+  EXPECT_OP_ERROR(argmax_rows(f32({})), Shape, "argmax_rows");
+  EXPECT_OP_ERROR(argmax_rows(u32({2, 3})), DType, "argmax_rows");
+  EXPECT_OP_ERROR(argmax_rows(f32({3, 0})), Shape, "argmax_rows");  // rows of nothing
 }
 
 TEST(OpsErrors, Embedding) {
@@ -485,6 +488,8 @@ TEST(OpsErrors, EmptyTensorsAreFine) {
   EXPECT_EQ(embedding(u32({0}), f32({3, 4})).shape(), Shape({0, 4}));
   EXPECT_EQ(scatter_add_rows(u32({0}), e, 3).to_vector<float>(), std::vector<float>(12, 0.0f));
   EXPECT_EQ(gather_nll(e, u32({0})).shape(), Shape({0}));
+  EXPECT_EQ(argmax_rows(e).shape(), Shape({0}));
+  EXPECT_EQ(argmax_rows(f32({0, 0})).shape(), Shape({0}));
   EXPECT_EQ(split_heads(f32({0, 12}), 2, 1).shape(), Shape({2, 0, 2}));
   Tensor cache = f32({2, 4, 3});
   EXPECT_NO_THROW(kv_append(cache, f32({2, 0, 3}), 4));

@@ -68,6 +68,30 @@ TEST(Sampling, ArgmaxTiesAndNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(forge::argmax(std::vector<float>{nan, -5, 2, nan}), 2u);
   EXPECT_EQ(forge::argmax(std::vector<float>{nan, nan}), 0u);
+  // Lengths around argmax's 16-lane blocks: the maximum in the tail, in a later block but an
+  // earlier lane than an equal one, at the last index; -inf and NaN only; signed zeros.
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t n : {1u, 15u, 16u, 17u, 37u, 50257u}) {
+    SCOPED_TRACE(n);
+    std::vector<float> l = random_logits(n, n);
+    EXPECT_EQ(forge::argmax(l), loop_argmax(l));
+    l[n - 1] = 9.0f;
+    EXPECT_EQ(forge::argmax(l), n - 1);
+    if (n > 20) {
+      l[20] = 9.0f;  // block 1, lane 4
+      l[3] = 9.0f;   // block 0, lane 3
+      EXPECT_EQ(forge::argmax(l), 3u);
+      l[3] = nan;
+      EXPECT_EQ(forge::argmax(l), 20u);
+    }
+    std::vector<float> low(n, -inf);
+    for (size_t i = 0; i < n; i += 3) low[i] = nan;
+    EXPECT_EQ(forge::argmax(low), 0u);
+    std::vector<float> zeros(n, -1.0f);
+    zeros[n / 2] = -0.0f;
+    zeros[n - 1] = 0.0f;
+    EXPECT_EQ(forge::argmax(zeros), n / 2);
+  }
 }
 
 TEST(Sampling, TopK1IsGreedy) {

@@ -102,6 +102,8 @@ class Backend {
                                 const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
                                 Tensor& out);
   virtual void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) = 0;
+  /// out: U32 [rows]; x has >= 1 column.
+  virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
   virtual void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                          Tensor& out) = 0;
   /// Gathers rows [row_begin, row_begin + table.dim(0)) of a (possibly chunked) table:

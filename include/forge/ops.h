@@ -169,6 +169,13 @@ struct LayerNormGrads {
 LayerNormGrads layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy,
                              float eps = 1e-5f);
 
+/// The index of each row's largest element: x [..., V] with N rows -> U32 [N]; the first
+/// of equal maxima, NaN counted as -inf (a row of only -inf or NaN gives 0): the same ids
+/// as forge::argmax (sampling.h) on every device. Greedy decoding on a GPU picks the next
+/// token with it and reads back 4 bytes per row instead of the logits.
+/// Error(Shape) if x has no columns (and rows), Error(Range) if V >= 2^32.
+Tensor argmax_rows(const Tensor& x);
+
 /// Column sums over all rows: x [..., C] -> [C] (the bias gradient).
 Tensor sum_rows(const Tensor& x);
 

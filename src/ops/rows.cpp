@@ -1,4 +1,5 @@
-// Row ops over the last dimension: softmax, layernorm, their backward rules, sum_rows.
+// Row ops over the last dimension: softmax, layernorm, their backward rules, argmax_rows,
+// sum_rows.
 // Validation and dispatch only.
 #include <cmath>
 #include <string>
@@ -67,6 +68,22 @@ LayerNormGrads layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor&
   g.dbeta = Tensor::zeros(gamma.shape(), DType::F32, x.device());
   if (x.numel() > 0) be.layernorm_bwd(x, gamma, dy, eps, g.dx, g.dgamma, g.dbeta);
   return g;
+}
+
+Tensor argmax_rows(const Tensor& x) {
+  const char* op = "argmax_rows";
+  check_f32(op, "x", x);
+  Backend& be = same_device(op, {&x});
+  check_min_rank(op, "x", x, 1);
+  const int64_t V = x.dim(-1), R = x.shape().rows();
+  if (V == 0 && R > 0)
+    fail(ErrorKind::Shape, op, "x " + x.shape().str() + " has rows of no elements: no argmax");
+  if (V > int64_t{0xffffffff})
+    fail(ErrorKind::Range, op,
+         "rows of " + std::to_string(V) + " elements: indices past 2^32 - 1 do not fit U32");
+  Tensor out = Tensor::empty({R}, DType::U32, x.device());
+  if (R > 0) be.argmax_rows(x, out);
+  return out;
 }
 
 Tensor sum_rows(const Tensor& x) {

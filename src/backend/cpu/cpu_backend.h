@@ -3,7 +3,7 @@
 //   host_memory.cpp, cpu_backend.cpp  storage (large blocks recycled) and device info
 //   matmul.cpp + gemm*.cpp         matmul, LM head (packed, register-tiled GEMM; GEMV for m=1)
 //   elementwise.cpp                add, gelu, gelu_bwd, scale, dropout, adamw, sumsq
-//   rows.cpp                       softmax, layernorm (+ backward), sum_rows
+//   rows.cpp                       softmax, layernorm (+ backward), sum_rows, argmax_rows
 //   gather.cpp                     embedding, scatter_add_rows, gather_nll, ce_bwd
 //   heads.cpp                      split/merge heads and their inverses, kv_append
 //   attention.cpp (+ _avx2/_avx512) fused causal attention (attention_loops.h: the tile)
@@ -46,6 +46,7 @@ class CpuBackend final : public Backend {
   void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps, Tensor& dx,
                      Tensor& dgamma, Tensor& dbeta) override;
   void sum_rows(const Tensor& x, Tensor& out) override;
+  void argmax_rows(const Tensor& x, Tensor& out) override;
   void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) override;
   void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) override;
   void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out) override;

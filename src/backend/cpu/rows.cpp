@@ -118,6 +118,26 @@ void CpuBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tenso
   });
 }
 
+void CpuBackend::argmax_rows(const Tensor& x, Tensor& out) {
+  const float* px = x.data<float>();
+  uint32_t* po = out.data<uint32_t>();
+  const int64_t V = x.shape().cols();
+  parallel_for(x.shape().rows(), row_grain(V, kGrainElems), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = px + r * V;
+      // NaN as -inf: it never compares greater, and a first NaN is replaced by any number.
+      int64_t best = 0;
+      float best_v = std::isnan(row[0]) ? -std::numeric_limits<float>::infinity() : row[0];
+      for (int64_t j = 1; j < V; ++j)
+        if (row[j] > best_v) {
+          best_v = row[j];
+          best = j;
+        }
+      po[r] = static_cast<uint32_t>(best);
+    }
+  });
+}
+
 void CpuBackend::sum_rows(const Tensor& x, Tensor& out) {
   const float* px = x.data<float>();
   float* po = out.data<float>();

@@ -310,6 +310,24 @@ void VulkanBackend::scatter_add_rows(const Tensor& ids, const Tensor& src, Tenso
   run_1d("scatter_add_rows", {in(ids), in(src), out(o)}, {u(ids.numel()), u(C)}, C);
 }
 
+void VulkanBackend::argmax_rows(const Tensor& x, Tensor& o) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const int64_t V = x.shape().cols(), R = x.shape().rows();
+  u(x.numel());
+  // Spans of 2048 columns (one pass of the kernel's 256 x 8 loads) per workgroup, merged by
+  // the row's last workgroup (GPT-2's 50257 logits: 25 workgroups); a whole row per
+  // workgroup when the rows' counters or candidates would not fit the work buffer.
+  constexpr int64_t kSpan = 2048;
+  int64_t groups = (V + kSpan - 1) / kSpan;
+  const int64_t room = static_cast<int64_t>(work_->bytes() / 4) - kWorkCounters;
+  if (R > kWorkCounters || 2 * R * groups > room) groups = 1;
+  const int64_t span = groups == 1 ? V : kSpan;
+  uint32_t gx = 0, gy = 0;
+  ctx_->groups_1d(static_cast<uint64_t>(R * groups), gx, gy);
+  ctx_->dispatch("argmax_rows", {in(x), out(o), whole(*work_, true)},
+                 {u(R), u(V), u(groups), u(span)}, gx, gy);
+}
+
 void VulkanBackend::gather_nll(const Tensor& logits, const Tensor& targets, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t V = logits.shape().cols(), R = logits.shape().rows();
@@ -405,16 +423,16 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
     const int64_t queries = G * T, chunks = ((cached ? cap : T) + 31) / 32;
     int64_t splits = std::min(chunks, (kAttnGroups + queries - 1) / queries);
     if (const int64_t forced = forced_attention_splits()) splits = std::min(forced, chunks);
-    // The work buffer: kAttnCounters counters, then the partials (2 + hd floats each).
-    const int64_t room = static_cast<int64_t>(attn_work_->bytes() / 4) - kAttnCounters;
-    if (queries > kAttnCounters) splits = 1;
+    // The work buffer: kWorkCounters counters, then the partials (2 + hd floats each).
+    const int64_t room = static_cast<int64_t>(work_->bytes() / 4) - kWorkCounters;
+    if (queries > kWorkCounters) splits = 1;
     splits = std::max<int64_t>(1, std::min(splits, room / (queries * (hd + 2))));
     const std::vector<uint32_t> params = {
         u(T),  u(n_head), u(hd), u(cap), u(pos), (cached ? 1u : 0u) | (pos_at ? 2u : 0u),
         scale, u(splits), u(G)};
     // Without a position tensor binding 5 is qkv again, never read.
     const std::vector<Arg> args = {
-        in(qkv), kc, vc, out(o), whole(*attn_work_, true), pos_at ? in(*pos_at) : in(qkv)};
+        in(qkv), kc, vc, out(o), whole(*work_, true), pos_at ? in(*pos_at) : in(qkv)};
     ctx_->groups_1d(static_cast<uint64_t>(queries * splits), gx, gy);
     ctx_->dispatch("attention_decode", args, params, gx, gy);
     return;

@@ -21,9 +21,9 @@ const VkStorage& vk_storage(const Storage& s, const char* what) {
 
 VulkanBackend::VulkanBackend(int index)
     : index_(index), ctx_(std::make_unique<Context>(index, Device::vulkan(index))) {
-  // 1 MiB: a batch-1 GPT-2 step needs ~50 KiB of partials; attend() splits less when more
-  // queries would not fit.
-  attn_work_ = std::static_pointer_cast<VkStorage>(ctx_->allocate(size_t{1} << 20, true));
+  // 1 MiB: a batch-1 GPT-2 step needs ~50 KiB of partials at once; attend() and
+  // argmax_rows() split less when more would not fit.
+  work_ = std::static_pointer_cast<VkStorage>(ctx_->allocate(size_t{1} << 20, true));
 }
 
 DeviceInfo VulkanBackend::info() const { return Instance::get().info(index_); }

@@ -13,10 +13,11 @@
 
 namespace forge::vk {
 
-/// attention_decode.comp's bindings, counters (its COUNTERS), workgroups wanted per call.
+/// attention_decode.comp's bindings and workgroups wanted per call.
 constexpr uint32_t kAttnDecodeBindings = 6;
-constexpr int64_t kAttnCounters = 16384;
 constexpr int64_t kAttnGroups = 256;
+/// Arrival counters at the start of the work buffer (the shaders' COUNTERS).
+constexpr int64_t kWorkCounters = 16384;
 /// gemv_n_ln's shared row (its xs[]).
 constexpr int64_t kLnGemvMaxK = 2048;
 
@@ -70,6 +71,7 @@ class VulkanBackend final : public Backend {
   void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps, Tensor& dx,
                      Tensor& dgamma, Tensor& dbeta) override;
   void sum_rows(const Tensor& x, Tensor& out) override;
+  void argmax_rows(const Tensor& x, Tensor& out) override;
   void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) override;
   void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) override;
   void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out) override;
@@ -115,10 +117,12 @@ class VulkanBackend final : public Backend {
 
   int index_;
   std::unique_ptr<Context> ctx_;
-  // attention_decode.comp's work buffer: kAttnCounters arrival counters (0 between
-  // dispatches: made zeroed, reset by the kernel), then the splits' partials. Made with the
-  // backend, so that a captured decode step never needs a new one.
-  std::shared_ptr<VkStorage> attn_work_;
+  // The work buffer of attention_decode.comp and argmax_rows.comp: kWorkCounters arrival
+  // counters (0 between dispatches: made zeroed, reset by the kernel that counted), then
+  // partial results. Kernels run one after another (it is bound writable: a barrier
+  // between), so they share it. Made with the backend, so that a captured decode step
+  // never needs a new one.
+  std::shared_ptr<VkStorage> work_;
 };
 
 /// The backend of vulkan:index, created on first use (Error(Backend) naming the cause if

@@ -48,7 +48,7 @@ layout(push_constant) uniform P {
 
 const uint WG = 128u;
 const uint KEYS = 32u;
-const uint COUNTERS = 16384u;  // VulkanBackend's kAttnCounters
+const uint COUNTERS = 16384u;  // VulkanBackend's kWorkCounters
 const float NEG = -3.402823466e38;  // "no score yet": exp(NEG - x) is 0 for any score x
 shared float qs[128];               // the scaled query
 shared float ps[KEYS];              // the chunk's scores, then exp(score - m)
