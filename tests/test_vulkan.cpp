@@ -19,6 +19,7 @@
 #include "cli_runner.h"
 #include "forge/data.h"
 #include "forge/forge.h"
+#include "forge/generate.h"
 #include "forge/gpt2.h"
 #include "forge/train.h"
 #include "scoped_env.h"
@@ -534,6 +535,19 @@ TEST_F(Vulkan, Gpt2GreedyTokensAndEvalLossMatchTheCpu) {
   EXPECT_EQ(after.submits - before.submits, 64u);
   EXPECT_EQ(after.buffer_allocations, before.buffer_allocations);
 #endif
+  // gpt2::generate: greedy takes argmax_rows on the device (4 bytes read per token), with a
+  // repetition penalty the host sampler reads the logits; both give the CPU's tokens.
+  {
+    gpt2::GenerateOptions g;
+    g.max_new_tokens = 64;
+    g.stop_at_eos = false;
+    g.sampling.greedy = true;
+    EXPECT_EQ(gpt2::generate(gpu, prompt, g).ids, want);
+    g.sampling.repeat_penalty = 1.3f;
+    const std::vector<uint32_t> penalized = gpt2::generate(cpu, prompt, g).ids;
+    EXPECT_NE(penalized, want);
+    EXPECT_EQ(gpt2::generate(gpu, prompt, g).ids, penalized);
+  }
 
   std::vector<uint32_t> ids;
   for (uint32_t i = 0; i < 90; ++i) ids.push_back((i * 389u + 11u) % 1003u);

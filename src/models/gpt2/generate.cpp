@@ -7,6 +7,7 @@
 #include <string>
 
 #include "forge/error.h"
+#include "forge/ops.h"
 
 namespace forge::gpt2 {
 namespace {
@@ -123,11 +124,17 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
     emitted = std::max(emitted, upto);
   };
 
+  // Greedy without a repetition penalty takes the argmax on the model's device (the same id
+  // as the sampler's; a GPU reads back 4 bytes, not the logits); the rest samples on the host.
+  const bool device_argmax = o.sampling.is_greedy() && o.sampling.repeat_penalty == 1.0f;
+  auto pick = [&](const Tensor& logits) {
+    if (device_argmax) return forge::argmax_rows(logits).to_vector<uint32_t>()[0];
+    return sampler.sample(logits.to_vector<float>(), context);
+  };
   auto t0 = Clock::now();
-  std::vector<float> logits =
-      model.forward_cached(Tensor::from_vector(context, {1, P}), cache).to_vector<float>();
+  Tensor logits = model.forward_cached(Tensor::from_vector(context, {1, P}), cache);
   for (;;) {
-    const uint32_t id = sampler.sample(logits, context);
+    const uint32_t id = pick(logits);
     if (r.ids.empty())
       r.prefill_seconds = seconds_since(t0);
     else
@@ -160,8 +167,7 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
       break;
     }
     t0 = Clock::now();
-    logits = model.forward_cached(Tensor::from_vector(std::vector<uint32_t>{id}, {1, 1}), cache)
-                 .to_vector<float>();
+    logits = model.forward_cached(Tensor::from_vector(std::vector<uint32_t>{id}, {1, 1}), cache);
     ++r.decode_steps;
   }
   // Whatever was held back is final now: an incomplete UTF-8 tail, or the start of a stop
