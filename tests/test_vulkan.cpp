@@ -543,6 +543,14 @@ TEST_F(Vulkan, Gpt2GreedyTokensAndEvalLossMatchTheCpu) {
     g.stop_at_eos = false;
     g.sampling.greedy = true;
     EXPECT_EQ(gpt2::generate(gpu, prompt, g).ids, want);
+#ifdef FORGE_HAVE_VULKAN
+    // Again: one submit per token (the argmax joins the step's submit), no allocation.
+    const vk::Context::Stats before_gen = context_of(dev_).stats();
+    EXPECT_EQ(gpt2::generate(gpu, prompt, g).ids, want);
+    const vk::Context::Stats after_gen = context_of(dev_).stats();
+    EXPECT_EQ(after_gen.submits - before_gen.submits, 64u);
+    EXPECT_EQ(after_gen.buffer_allocations, before_gen.buffer_allocations);
+#endif
     g.sampling.repeat_penalty = 1.3f;
     const std::vector<uint32_t> penalized = gpt2::generate(cpu, prompt, g).ids;
     EXPECT_NE(penalized, want);
