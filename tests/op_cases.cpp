@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstdio>
+#include <limits>
 #include <utility>
 
 #include "forge/ops.h"
@@ -358,6 +358,68 @@ void add_layernorm_matmul(Cases& cs) {
           e.value = ref::matmul(h, W(x[3]), bias ? W(x[4]) : Vec{}, d, &mag);
           for (double m : mag) e.tol.push_back(1.2 * reduction_tol(kFwdTol, m));
           return Exp{e};
+        });
+  }
+}
+
+// matmul_add_layernorm_matmul: Vulkan's one-dispatch chain (one row; N1, N2 multiples of
+// 4; b1 given; GPT-2's proj -> fc and fc_proj -> next qkv seams) and the cases that take the
+// two kernels (N1 or N2 odd, several rows, a batch, no b1), against matmul_add then
+// layernorm then matmul in float64. Outputs: the product, then x_new (x itself must stay
+// as it was: the harness compares the inputs).
+void add_matmul_add_layernorm_matmul(Cases& cs) {
+  struct SeamCase {
+    Dims x;          // [.., R, N1]
+    int64_t K1, N2;  // a: [.., R, K1], w1: [K1, N1], w2: [N1, N2]
+    bool b1, b2, gelu;
+  };
+  const std::vector<SeamCase> list = {
+      {{1, 48}, 40, 36, true, true, true},    {{1, 64}, 64, 20, true, false, false},
+      {{1, 37}, 9, 24, true, true, false},    {{3, 48}, 40, 36, true, true, true},
+      {{1, 48}, 40, 33, true, true, false},   {{1, 48}, 40, 36, false, true, false},
+      {{2, 1, 48}, 40, 36, true, true, true}, {{1, 768}, 3072, 2304, true, true, false},
+      {{1, 768}, 768, 3072, true, true, true}};
+  for (const SeamCase& c : list) {
+    const Dims xd = c.x;
+    const int64_t N1 = xd.back(), R = numel(xd) / N1, K1 = c.K1, N2 = c.N2;
+    Dims ad = xd;
+    ad.back() = K1;
+    const bool b1 = c.b1, b2 = c.b2, gelu = c.gelu;
+    const float eps = 1e-5f;
+    std::string variant = std::string(b1 ? "b1" : "nob1") + (b2 ? ",b2" : ",nob2");
+    if (gelu) variant += ",gelu";
+    // Inputs: x, a, w1, gamma, beta, w2, then b1 and b2 when given.
+    const int ib1 = 6, ib2 = b1 ? 7 : 6;
+    const ref::MatmulDims d1{.m = R, .k = K1, .n = N1, .b_stored_rows = K1};
+    const ref::MatmulDims d2{.m = R, .k = N1, .n = N2, .b_stored_rows = N1, .gelu = gelu};
+    cs.add(
+        "matmul_add_layernorm_matmul", variant,
+        "x=" + dims_str(xd) + ",K1=" + std::to_string(K1) + ",N2=" + std::to_string(N2),
+        [xd, ad, N1, K1, N2, b1, b2](CaseRng& r) {
+          Inputs in{F(r, xd), F(r, ad), F(r, {K1, N1}), F(r, {N1}), F(r, {N1}), F(r, {N1, N2})};
+          if (b1) in.push_back(F(r, {N1}));
+          if (b2) in.push_back(F(r, {N2}));
+          return in;
+        },
+        [eps, b1, b2, gelu, ib1, ib2](const std::vector<Tensor>& t) {
+          const ResidualProduct r = matmul_add_layernorm_matmul(
+              t[0], t[1], t[2], b1 ? t[static_cast<size_t>(ib1)] : Tensor(), t[3], t[4], eps, t[5],
+              {.gelu = gelu}, b2 ? t[static_cast<size_t>(ib2)] : Tensor());
+          return Outputs{host(r.out), host(r.x)};
+        },
+        [d1, d2, N1, eps, b1, b2, ib1, ib2](const Inputs& in) {
+          Vec mag1, mag2;
+          Expected ex, eo;
+          ex.value = ref::matmul_add(W(in[0]), W(in[1]), W(in[2]),
+                                     b1 ? W(in[static_cast<size_t>(ib1)]) : Vec{}, d1, &mag1);
+          for (double m : mag1) ex.tol.push_back(reduction_tol(kFwdTol, m));
+          const Vec h = ref::layernorm(ex.value, W(in[3]), W(in[4]), N1, eps);
+          eo.value =
+              ref::matmul(h, W(in[5]), b2 ? W(in[static_cast<size_t>(ib2)]) : Vec{}, d2, &mag2);
+          // x's rounding error reaches the product through the layernorm: twice the tolerance
+          // of layernorm_matmul's cases.
+          for (double m : mag2) eo.tol.push_back(2.4 * reduction_tol(kFwdTol, m));
+          return Exp{eo, ex};
         });
   }
 }
@@ -1242,6 +1304,7 @@ std::vector<OpCase> build() {
   add_matmul(cs);
   add_matmul_epilogues(cs);
   add_layernorm_matmul(cs);
+  add_matmul_add_layernorm_matmul(cs);
   add_softmax(cs);
   add_argmax_rows(cs);
   add_layernorm(cs);

@@ -307,6 +307,7 @@ TEST(OpCases, CoverEveryOpOfOpsH) {
                                         "attention",
                                         "attention_at",
                                         "layernorm_matmul",
+                                        "matmul_add_layernorm_matmul",
                                         "gelu_bwd",
                                         "softmax_bwd",
                                         "layernorm_bwd",

@@ -273,6 +273,89 @@ TEST_F(Vulkan, GemvOnAlignedAndUnalignedViewsMatchesTheCpu) {
   expect_gpu_matches_cpu(run, dev_, 1e-3);
 }
 
+// matmul_add_layernorm_matmul of one row is one dispatch (gemv_chain: the second product's
+// workgroups poll for the first's, or compute it themselves) with the two ops' results bit
+// for bit, x untouched; also when replayed from a captured graph many times (its counters
+// reset by each run). Several rows take the copy and the separate kernels.
+TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
+  vk::Context& ctx = context_of(dev_);
+  const int64_t N1 = 96, K1 = 200, N2 = 72;
+  const Tensor a = Tensor::from_vector(ramp(3 * K1), {3, K1}, dev_);
+  const Tensor w1 = Tensor::from_vector(ramp(K1 * N1, 0.003f), {K1, N1}, dev_);
+  const Tensor b1 = Tensor::from_vector(ramp(N1), {N1}, dev_);
+  const Tensor g = Tensor::from_vector(ramp(N1), {N1}, dev_);
+  const Tensor be = Tensor::from_vector(ramp(N1, 0.02f), {N1}, dev_);
+  const Tensor w2 = Tensor::from_vector(ramp(N1 * N2), {N1, N2}, dev_);
+  const Tensor b2 = Tensor::from_vector(ramp(N2), {N2}, dev_);
+  const Tensor x0 = Tensor::from_vector(ramp(3 * N1, 0.05f), {3, N1}, dev_);
+  const bool fits = ctx.max_bindings() >= 11;
+  // Dispatches without the chain (the copy is a transfer): the GEMV, then gemv_n_ln for one
+  // row where its bindings fit, else layernorm and a matmul.
+  const uint64_t separate = ctx.max_bindings() >= 7 ? 2u : 3u;
+  for (const char* mode : {"1", "solo"}) {
+    const ScopedEnv chain_on("FORGE_VULKAN_CHAIN", mode);  // auto: discrete GPUs only
+    for (int64_t rows : {1, 3}) {
+      SCOPED_TRACE(std::string("mode ") + mode + ", rows " + std::to_string(rows));
+      const Tensor x = x0.narrow_rows(0, rows).clone();
+      Tensor xt = x.clone();
+      const Tensor ar = a.narrow_rows(0, rows);
+      backend_for(dev_).synchronize();
+      const uint64_t before = ctx.stats().dispatches;
+      const ResidualProduct fused =
+          matmul_add_layernorm_matmul(x, ar, w1, b1, g, be, 1e-5f, w2, {.gelu = true}, b2);
+      const uint64_t fused_dispatches = ctx.stats().dispatches - before;
+      matmul_add_(xt, ar, w1, {}, b1);
+      const Tensor two = layernorm_matmul(xt, g, be, 1e-5f, w2, {.gelu = true}, b2);
+      EXPECT_EQ(fused_dispatches, rows == 1 ? (fits ? 1u : separate) : 3u);
+      EXPECT_EQ(fused.out.to_vector<float>(), two.to_vector<float>());
+      EXPECT_EQ(fused.x.to_vector<float>(), xt.to_vector<float>());
+      EXPECT_EQ(x.to_vector<float>(), x0.narrow_rows(0, rows).to_vector<float>());
+    }
+  }
+  {
+    const ScopedEnv off("FORGE_VULKAN_CHAIN", "0");
+    backend_for(dev_).synchronize();
+    const uint64_t before = ctx.stats().dispatches;
+    (void)matmul_add_layernorm_matmul(x0.narrow_rows(0, 1), a.narrow_rows(0, 1), w1, b1, g, be,
+                                      1e-5f, w2, {}, b2);
+    EXPECT_EQ(ctx.stats().dispatches - before, separate);
+  }
+  for (const char* bad : {"2", "yes", "AUTO"}) {
+    const ScopedEnv chain("FORGE_VULKAN_CHAIN", bad);
+    EXPECT_THROW((void)matmul_add_layernorm_matmul(x0.narrow_rows(0, 1), a.narrow_rows(0, 1), w1,
+                                                   b1, g, be, 1e-5f, w2),
+                 Error)
+        << bad;
+  }
+  if (!backend_for(dev_).can_capture()) return;
+  // Captured once, replayed 5 times on a row that changes (x_new copied back into x after
+  // each run): each run equals the two ops.
+  const ScopedEnv chain_on("FORGE_VULKAN_CHAIN", "1");
+  const Tensor x = x0.narrow_rows(0, 1).clone();
+  Tensor xt = x.clone();
+  const Tensor a1 = a.narrow_rows(0, 1);
+  Backend& bk = backend_for(dev_);
+  bk.synchronize();
+  bk.begin_capture();
+  ResidualProduct r;
+  try {
+    r = matmul_add_layernorm_matmul(x, a1, w1, b1, g, be, 1e-5f, w2, {}, b2);
+  } catch (...) {
+    bk.abort_capture();
+    throw;
+  }
+  const std::shared_ptr<Graph> graph = bk.end_capture();
+  for (int i = 0; i < 5; ++i) {
+    bk.replay(*graph);
+    matmul_add_(xt, a1, w1, {}, b1);
+    const Tensor two = layernorm_matmul(xt, g, be, 1e-5f, w2, {}, b2);
+    EXPECT_EQ(r.out.to_vector<float>(), two.to_vector<float>()) << "replay " << i;
+    EXPECT_EQ(r.x.to_vector<float>(), xt.to_vector<float>()) << "replay " << i;
+    Tensor xm = x;
+    xm.copy_from(r.x);
+  }
+}
+
 // Views at element offsets that are not multiples of the binding alignment: the kernels
 // bind the aligned-down offset and add the remainder themselves.
 TEST_F(Vulkan, ViewsAtUnalignedOffsetsMatchTheCpu) {
@@ -469,6 +552,9 @@ TEST_F(Vulkan, ValidationLayersReportNothing) {
 // `forge bench --preset ... --profile` on a GPU: per-kernel GPU time from timestamp queries,
 // for the prefill, per decode step and per training step, with each kernel's dispatches.
 TEST_F(Vulkan, BenchProfileReportsGpuTimePerKernel) {
+  // The seams as separate kernels (the one-dispatch gemv_chain, on by default on discrete
+  // GPUs, has a test of its own).
+  const ScopedEnv no_chain("FORGE_VULKAN_CHAIN", "0");
   const CliResult r =
       run_forge("bench --preset tiny --device " + dev_.str() +
                 " --prompt-tokens 8 --decode-tokens 2 --train-steps 1 --profile --json");

@@ -101,6 +101,14 @@ class Backend {
   virtual void layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                                 const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
                                 Tensor& out);
+  /// x_new = x + (a @ w1 + b1), out = layernorm_matmul(x_new, ...) (ops.h
+  /// matmul_add_layernorm_matmul; shapes resolved, x_new and out fresh and not empty). The
+  /// default copies x into x_new, runs matmul (accumulating) then layernorm_matmul.
+  virtual void matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
+                                           const Tensor& b1, const Tensor& gamma,
+                                           const Tensor& beta, float eps, const Tensor& w2,
+                                           const Tensor& b2, const MatmulSpec& spec2, Tensor& x_new,
+                                           Tensor& out);
   virtual void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) = 0;
   /// out: U32 [rows]; x has >= 1 column.
   virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;

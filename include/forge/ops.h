@@ -87,6 +87,24 @@ enum class DeviceIds { check, trusted };
 Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         const Tensor& w, const MatmulSpec& spec = {}, const Tensor& bias = {});
 
+/// The seam between two pre-norm transformer sublayers, out of place:
+///   x_new = x + (a @ w1 + b1)                      (what matmul_add_ leaves in x)
+///   out   = layernorm_matmul(x_new, gamma, beta, eps, w2, spec2, b2)
+/// x: [R, N1] or [B, R, N1]; a: x's rows with K1 columns; w1: [K1, N1]; b1: [N1] or
+/// undefined; w2, b2, spec2 as for layernorm_matmul. Results equal those ops' bit for bit.
+/// A GPU may run both products in one dispatch (Vulkan, one row: the second product's
+/// workgroups load their weights while the first finishes; x is only read, so a workgroup
+/// that cannot wait may compute x_new itself). Errors: those of matmul_add_ and
+/// layernorm_matmul, named "matmul_add_layernorm_matmul".
+struct ResidualProduct {
+  Tensor x;    // x_new, x's shape
+  Tensor out;  // the second product
+};
+ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
+                                            const Tensor& b1, const Tensor& gamma,
+                                            const Tensor& beta, float eps, const Tensor& w2,
+                                            const MatmulSpec& spec2 = {}, const Tensor& b2 = {});
+
 /// Row gather: out[..., :] = table[ids[...], :]. ids: U32 of any shape; table: [V, C];
 /// out: ids.shape + [C]. Error(Range) if any id >= V.
 ///

@@ -36,6 +36,17 @@ void Backend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tenso
   matmul(h, w, bias, spec, /*accumulate=*/false, out);
 }
 
+void Backend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
+                                          const Tensor& b1, const Tensor& gamma, const Tensor& beta,
+                                          float eps, const Tensor& w2, const Tensor& b2,
+                                          const MatmulSpec& spec2, Tensor& x_new, Tensor& out) {
+  const size_t bytes = static_cast<size_t>(x.numel()) * sizeof(float);
+  copy(*x.storage(), x.offset() * sizeof(float), *x_new.storage(), x_new.offset() * sizeof(float),
+       bytes);
+  matmul(a, w1, b1, {}, /*accumulate=*/true, x_new);
+  layernorm_matmul(x_new, gamma, beta, eps, w2, b2, spec2, out);
+}
+
 void Backend::begin_capture() { no_capture(*this); }
 std::shared_ptr<Graph> Backend::end_capture() { no_capture(*this); }
 void Backend::abort_capture() { no_capture(*this); }

@@ -76,38 +76,78 @@ Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec, const Te
   return out;
 }
 
-void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec& spec,
-                 const Tensor& bias) {
-  const char* op = "matmul_add_";
+namespace {
+
+// matmul_add_'s checks (errors naming `op`): acc (called `acc_name`) has the product's
+// shape and, when the product is added into it in place, shares no memory with an operand.
+Backend& check_matmul_add(const char* op, const char* acc_name, const Tensor& acc, const Tensor& a,
+                          const Tensor& b, const MatmulSpec& spec, const Tensor& bias,
+                          bool in_place) {
   const Resolved r = resolve(op, &acc, a, b, spec, bias);
   if (acc.shape().dims() != r.dims)
     fail(ErrorKind::Shape, op,
-         "acc " + acc.shape().str() + " must be the product's shape " +
+         std::string(acc_name) + " " + acc.shape().str() + " must be the product's shape " +
              Shape::checked(r.dims, op).str());
   // The kernels read acc once per element while reading a and b throughout: an acc sharing
   // memory with an operand would change it mid-product.
-  for (const auto& [name, t] :
-       {std::pair<const char*, const Tensor*>{"a", &a}, {"b", &b}, {"bias", &bias}})
-    if (overlaps(acc, *t))
-      fail(ErrorKind::Shape, op, std::string("acc overlaps ") + name + " in memory");
-  // Tensors are contiguous by construction (views are reshapes and row ranges only).
-  if (acc.numel() > 0) r.be.matmul(a, b, bias, spec, /*accumulate=*/true, acc);
+  if (in_place)
+    for (const auto& [name, t] :
+         {std::pair<const char*, const Tensor*>{"a", &a}, {"b", &b}, {"bias", &bias}})
+      if (overlaps(acc, *t))
+        fail(ErrorKind::Shape, op, std::string(acc_name) + " overlaps " + name + " in memory");
+  return r.be;
 }
 
-Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        const Tensor& w, const MatmulSpec& spec, const Tensor& bias) {
-  const char* op = "layernorm_matmul";
+// layernorm_matmul's checks (errors naming `op`); the output's dims.
+Resolved check_layernorm_matmul(const char* op, const Tensor& x, const Tensor& gamma,
+                                const Tensor& beta, float eps, const Tensor& w,
+                                const MatmulSpec& spec, const Tensor& bias) {
   check_f32(op, "gamma", gamma);
   check_f32(op, "beta", beta);
-  const Resolved r = resolve(op, nullptr, x, w, spec, bias);
+  Resolved r = resolve(op, nullptr, x, w, spec, bias);
   same_device(op, {&x, &gamma, &beta});
   if (spec.trans_a) fail(ErrorKind::Shape, op, "trans_a: the rows of x are what is normalized");
   check_row_param(op, "gamma", gamma, x);
   check_row_param(op, "beta", beta, x);
   check_eps(op, eps);
+  return r;
+}
+
+}  // namespace
+
+void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec& spec,
+                 const Tensor& bias) {
+  Backend& be = check_matmul_add("matmul_add_", "acc", acc, a, b, spec, bias, true);
+  // Tensors are contiguous by construction (views are reshapes and row ranges only).
+  if (acc.numel() > 0) be.matmul(a, b, bias, spec, /*accumulate=*/true, acc);
+}
+
+Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        const Tensor& w, const MatmulSpec& spec, const Tensor& bias) {
+  const char* op = "layernorm_matmul";
+  const Resolved r = check_layernorm_matmul(op, x, gamma, beta, eps, w, spec, bias);
   Tensor out = Tensor::empty(Shape::checked(r.dims, op), DType::F32, x.device());
   if (out.numel() > 0) r.be.layernorm_matmul(x, gamma, beta, eps, w, bias, spec, out);
   return out;
+}
+
+ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
+                                            const Tensor& b1, const Tensor& gamma,
+                                            const Tensor& beta, float eps, const Tensor& w2,
+                                            const MatmulSpec& spec2, const Tensor& b2) {
+  const char* op = "matmul_add_layernorm_matmul";
+  Backend& be = check_matmul_add(op, "x", x, a, w1, {}, b1, /*in_place=*/false);
+  const Resolved r = check_layernorm_matmul(op, x, gamma, beta, eps, w2, spec2, b2);
+  ResidualProduct res{Tensor::empty(x.shape(), DType::F32, x.device()),
+                      Tensor::empty(Shape::checked(r.dims, op), DType::F32, x.device())};
+  if (x.numel() == 0) return res;  // out is then empty too: no rows
+  if (res.out.numel() == 0) {      // w2 of no columns: x_new only
+    res.x.copy_from(x);
+    be.matmul(a, w1, b1, {}, /*accumulate=*/true, res.x);
+    return res;
+  }
+  be.matmul_add_layernorm_matmul(x, a, w1, b1, gamma, beta, eps, w2, b2, spec2, res.x, res.out);
+  return res;
 }
 
 Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks, float alpha) {

@@ -18,8 +18,8 @@ namespace {
 constexpr uint32_t kMaxBatchCommands = 4096;
 constexpr uint32_t kSetsPerPool = 512;
 // Storage buffers per dispatch: every device has 4 (maxPerStageDescriptorStorageBuffers),
-// which all generic kernels keep to; kernels of captured decode steps bind a fifth.
-constexpr uint32_t kMaxBindings = 8;
+// which all generic kernels keep to; the decode-step kernels bind 5-11 (gemv_chain: 11).
+constexpr uint32_t kMaxBindings = 11;
 constexpr uint32_t kPushBytes = 128;  // the minimum every device supports
 constexpr size_t kMaxTouched = 32;    // buffers tracked between barriers (see touched_)
 // Waiting longer than this for one batch means the device is stuck: report, do not hang.
@@ -125,6 +125,7 @@ Context::Context(int index, Device device) : device_(device) {
   // BAR: host reads of its memory cross PCIe uncached (~11 ms for GPT-2's 200 KB of logits
   // per token on an H200), where a recorded copy into cached staging memory costs ~10 us.
   const bool discrete = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  discrete_ = discrete;
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
   uint64_t largest_local = 0;
   for (uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)

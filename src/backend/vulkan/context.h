@@ -152,6 +152,8 @@ class Context {
   bool pending() const { return (recording_ && commands_ > 0) || !queued_.empty(); }
   /// Storage buffers one dispatch may bind on this device (4 to 8).
   uint32_t max_bindings() const { return max_bindings_; }
+  /// A discrete GPU (VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU).
+  bool discrete() const { return discrete_; }
 
   // --- captured graphs (context.cpp) ---
   /// begin_capture works: push descriptors (a captured dispatch's bindings live in its
@@ -237,6 +239,7 @@ class Context {
   std::unordered_set<const VkStorage*> capture_seen_;
   uint32_t capture_dispatches_ = 0;
   uint32_t max_bindings_ = 4;
+  bool discrete_ = false;
   bool push_descriptors_ = false;  // VK_KHR_push_descriptor enabled
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   uint32_t commands_ = 0;

@@ -18,6 +18,8 @@ constexpr uint32_t kAttnDecodeBindings = 6;
 constexpr int64_t kAttnGroups = 256;
 /// Arrival counters at the start of the work buffer (the shaders' COUNTERS).
 constexpr int64_t kWorkCounters = 16384;
+/// gemv_chain.comp's bindings.
+constexpr uint32_t kGemvChainBindings = 11;
 /// gemv_n_ln's shared row (its xs[]).
 constexpr int64_t kLnGemvMaxK = 2048;
 
@@ -49,6 +51,10 @@ class VulkanBackend final : public Backend {
   void gelu(const Tensor& x, Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
               bool accumulate, Tensor& out) override;
+  void matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
+                                   const Tensor& b1, const Tensor& gamma, const Tensor& beta,
+                                   float eps, const Tensor& w2, const Tensor& b2,
+                                   const MatmulSpec& spec2, Tensor& x_new, Tensor& out) override;
   void layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
                         Tensor& out) override;
@@ -114,6 +120,11 @@ class VulkanBackend final : public Backend {
   /// kAttnDecodeBindings buffers) or the prefill kernel. pos_at: the position on the device.
   void attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
               const Tensor* pos_at, Tensor& out);
+  /// Whether matmul_add_layernorm_matmul's one-row shapes fit gemv_chain's loads and
+  /// workgroup count (plus more_groups) on this device, with `bindings` buffers bound.
+  bool chain_fits(const Tensor& x, const Tensor& a, const Tensor& w1, const Tensor& b1,
+                  const Tensor& w2, const MatmulSpec& spec2, int64_t N2, uint32_t bindings,
+                  uint64_t more_groups) const;
 
   int index_;
   std::unique_ptr<Context> ctx_;

@@ -52,18 +52,37 @@ Tensor checked_ids(const Tensor& ids, const Config& c, const char* fn) {
 
 namespace {
 
-/// One transformer block on the residual stream x2 [R, C], in place:
+/// The transformer blocks on the residual stream x2 [R, C]; for each layer
 ///   x2 += attn(ln_1(x2));  x2 += mlp(ln_2(x2))
-/// `attend` maps qkv [R, 3C] to the heads' merged output [R, C] (the fused attention op,
-/// with the positions and caches the caller has).
+/// (x2 ends as a new tensor: the seams are out of place). `attend(l, qkv)` maps layer l's
+/// qkv [R, 3C] to the heads' merged output [R, C] (the fused attention op, with the
+/// positions and caches the caller has). The seams between sublayers (a residual update,
+/// then the next layernorm and product) are single ops (matmul_add_layernorm_matmul: one
+/// dispatch on a GPU for a decode step's row).
 template <typename Attend>
-void block(Tensor& x2, const LayerWeights& L, float eps, const Attend& attend) {
+void blocks(Tensor& x2, const std::vector<LayerWeights>& layers, float eps, const Attend& attend) {
+  if (layers.empty()) return;
   // ln_1(x2) W + b: [R, 3C] (one kernel where the backend folds the layernorm in).
-  const Tensor qkv = layernorm_matmul(x2, L.ln_1_w, L.ln_1_b, eps, L.attn_w, {}, L.attn_b);
-  matmul_add_(x2, attend(qkv), L.attn_proj_w, {}, L.attn_proj_b);
-  // gelu(ln_2(x2) W + b): [R, 4C]
-  const Tensor f = layernorm_matmul(x2, L.ln_2_w, L.ln_2_b, eps, L.fc_w, {.gelu = true}, L.fc_b);
-  matmul_add_(x2, f, L.fc_proj_w, {}, L.fc_proj_b);
+  Tensor qkv = layernorm_matmul(x2, layers[0].ln_1_w, layers[0].ln_1_b, eps, layers[0].attn_w, {},
+                                layers[0].attn_b);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerWeights& L = layers[l];
+    // x2 += attn @ W_proj + b, then gelu(ln_2(x2) W_fc + b): [R, 4C]
+    ResidualProduct r =
+        matmul_add_layernorm_matmul(x2, attend(l, qkv), L.attn_proj_w, L.attn_proj_b, L.ln_2_w,
+                                    L.ln_2_b, eps, L.fc_w, {.gelu = true}, L.fc_b);
+    x2 = std::move(r.x);
+    if (l + 1 == layers.size()) {
+      matmul_add_(x2, r.out, L.fc_proj_w, {}, L.fc_proj_b);
+      break;
+    }
+    // x2 += f @ W_fc_proj + b, then the next layer's ln_1(x2) W + b.
+    const LayerWeights& next = layers[l + 1];
+    r = matmul_add_layernorm_matmul(x2, r.out, L.fc_proj_w, L.fc_proj_b, next.ln_1_w, next.ln_1_b,
+                                    eps, next.attn_w, {}, next.attn_b);
+    x2 = std::move(r.x);
+    qkv = std::move(r.out);
+  }
 }
 
 /// Captured decode steps: off with FORGE_DECODE_GRAPH=0 (to compare, or to profile kernels
@@ -119,14 +138,11 @@ Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
       Tensor x = w.wte.size() == 1 ? embedding(tok, w.wte[0], DeviceIds::trusted)
                                    : embedding_chunked(tok, w.wte, DeviceIds::trusted);  // [1, C]
       add_(x, embedding(pos, w.wpe, DeviceIds::trusted));
-      for (int64_t l = 0; l < c.n_layer; ++l) {
-        const size_t i = static_cast<size_t>(l);
-        block(x, w.layers[i], c.eps, [&](const Tensor& qkv) {
-          return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, cache.k_[i], cache.v_[i],
-                              pos)
-              .reshape({1, c.n_embd});
-        });
-      }
+      blocks(x, w.layers, c.eps, [&](size_t i, const Tensor& qkv) {
+        return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, cache.k_[i], cache.v_[i],
+                            pos)
+            .reshape({1, c.n_embd});
+      });
       ng->logits = lm_head(layernorm(x, w.ln_f_w, w.ln_f_b, c.eps));  // [1, V]
       ng->graph = be.end_capture();
     } catch (...) {
@@ -191,18 +207,15 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
   }
   Tensor x2 = x.reshape({B * T, C});  // the residual stream as rows, same storage
 
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const size_t i = static_cast<size_t>(l);
-    // Fused attention: with a cache, the new keys/values go to rows pos.. of the
-    // preallocated caches and the queries attend to rows 0..pos+t; without, to the new
-    // positions only. The [T, S] scores are never stored.
-    block(x2, w.layers[i], c.eps, [&](const Tensor& qkv) {
-      const Tensor qkv3 = qkv.reshape({B, T, 3 * C});
-      const Tensor y =
-          cache ? attention(qkv3, H, cache->k_[i], cache->v_[i], pos) : attention(qkv3, H);
-      return y.reshape({B * T, C});
-    });
-  }
+  // Fused attention: with a cache, the new keys/values go to rows pos.. of the preallocated
+  // caches and the queries attend to rows 0..pos+t; without, to the new positions only. The
+  // [T, S] scores are never stored.
+  blocks(x2, w.layers, c.eps, [&](size_t i, const Tensor& qkv) {
+    const Tensor qkv3 = qkv.reshape({B, T, 3 * C});
+    const Tensor y =
+        cache ? attention(qkv3, H, cache->k_[i], cache->v_[i], pos) : attention(qkv3, H);
+    return y.reshape({B * T, C});
+  });
   if (cache) cache->length_ = pos + T;
 
   // Only the last position of each sequence is needed for the next token: select it
