@@ -343,6 +343,35 @@ TEST(OpsErrors, LayernormMatmul) {
   EXPECT_EQ(layernorm_matmul(f32({2, 1, 4}), g, b, 1e-5f, w).shape(), Shape({2, 1, 3}));
 }
 
+TEST(OpsErrors, MatmulAddLayernormMatmul) {
+  // x [1, 4] += a [1, 5] @ w1 [5, 4] + b1, then layernorm(x) @ w2 [4, 3].
+  const Tensor x = f32({1, 4}), a = f32({1, 5}), w1 = f32({5, 4}), b1 = f32({4});
+  const Tensor g = f32({4}), b = f32({4}), w2 = f32({4, 3});
+  const char* op = "matmul_add_layernorm_matmul";
+  auto seam = [&](const Tensor& x_, const Tensor& a_, const Tensor& w1_, const Tensor& b1_,
+                  const Tensor& g_, float eps, const Tensor& w2_) {
+    return matmul_add_layernorm_matmul(x_, a_, w1_, b1_, g_, b, eps, w2_);
+  };
+  EXPECT_OP_ERROR(seam(f32({1, 3}), a, w1, b1, g, 1e-5f, w2), Shape, op);  // x is not a @ w1's
+  EXPECT_OP_ERROR(seam(x, f32({1, 6}), w1, b1, g, 1e-5f, w2), Shape, op);  // a's k != w1's
+  EXPECT_OP_ERROR(seam(x, a, w1, f32({3}), g, 1e-5f, w2), Shape, op);      // b1
+  EXPECT_OP_ERROR(seam(x, a, w1, b1, f32({3}), 1e-5f, w2), Shape, op);     // gamma
+  EXPECT_OP_ERROR(seam(x, a, w1, b1, g, -1.0f, w2), Range, op);            // eps
+  EXPECT_OP_ERROR(seam(x, a, w1, b1, g, 1e-5f, f32({5, 3})), Shape, op);   // w2's k != 4
+  EXPECT_OP_ERROR(seam(x, a, u32({5, 4}), b1, g, 1e-5f, w2), DType, op);
+  // x is only read: it may share memory with anything, and it is left as it was.
+  const Tensor xs = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {1, 4});
+  const ResidualProduct r = seam(xs, a, w1, b1, g, 1e-5f, w2);
+  EXPECT_EQ(r.x.shape(), Shape({1, 4}));
+  EXPECT_EQ(r.out.shape(), Shape({1, 3}));
+  EXPECT_EQ(xs.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(seam(f32({0, 4}), f32({0, 5}), w1, b1, g, 1e-5f, w2).out.shape(), Shape({0, 3}));
+  // w2 of no columns: x_new only (0.5 + 5 * 0.25 + 0.5 with inputs of 0.5).
+  const ResidualProduct none = seam(x, a, w1, b1, g, 1e-5f, f32({4, 0}));
+  EXPECT_EQ(none.out.shape(), Shape({1, 0}));
+  EXPECT_EQ(none.x.to_vector<float>(), std::vector<float>(4, 2.25f));
+}
+
 TEST(OpsErrors, AttentionAt) {
   // qkv [1, 2, 12]: C = 4, 2 heads of hd 2; caches [2, cap 4, 2]; pos U32 [1].
   const Tensor qkv = f32({1, 2, 12});
