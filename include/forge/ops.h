@@ -93,8 +93,8 @@ Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta
 /// x: [R, N1] or [B, R, N1]; a: x's rows with K1 columns; w1: [K1, N1]; b1: [N1] or
 /// undefined; w2, b2, spec2 as for layernorm_matmul. Results equal those ops' bit for bit.
 /// A GPU may run both products in one dispatch (Vulkan, one row: the second product's
-/// workgroups load their weights while the first finishes; x is only read, so a workgroup
-/// that cannot wait may compute x_new itself). Errors: those of matmul_add_ and
+/// workgroups wait for the first's; x is only read, so a workgroup that cannot wait may
+/// compute x_new itself). Errors: those of matmul_add_ and
 /// layernorm_matmul, named "matmul_add_layernorm_matmul".
 struct ResidualProduct {
   Tensor x;    // x_new, x's shape

@@ -150,7 +150,7 @@ class Context {
   /// Submits the recorded work (and the graphs queued by replay) and waits for it.
   void flush();
   bool pending() const { return (recording_ && commands_ > 0) || !queued_.empty(); }
-  /// Storage buffers one dispatch may bind on this device (4 to 8).
+  /// Storage buffers one dispatch may bind on this device (4 to 11).
   uint32_t max_bindings() const { return max_bindings_; }
   /// A discrete GPU (VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU).
   bool discrete() const { return discrete_; }

@@ -596,43 +596,38 @@ void VulkanBackend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const
        spec.alpha, spec.gelu ? kEpilogueGelu : 0u, u(batch), 1u, u(N), &ln);
 }
 
-bool VulkanBackend::chain_fits(const Tensor& x, const Tensor& a, const Tensor& w1, const Tensor& b1,
-                               const Tensor& w2, const MatmulSpec& spec2, int64_t N2,
-                               uint32_t bindings, uint64_t more_groups) const {
-  // One row, plain 2-D operands, b1 given, vec4-aligned weights (gemv_chain's loads), a row
-  // short enough for the layernorm's shared copy.
-  const int64_t N1 = x.dim(-1);
-  const uint64_t groups = static_cast<uint64_t>((N1 + 7) / 8 + (N2 + 7) / 8) + more_groups;
-  return ctx_->max_bindings() >= bindings && x.rank() == 2 && x.dim(0) == 1 && a.rank() == 2 &&
-         w1.rank() == 2 && w2.rank() == 2 && b1.defined() && !spec2.trans_a && !spec2.trans_b &&
-         spec2.alpha == 1.0f && (spec2.b_rows == 0 || spec2.b_rows == w2.dim(0)) &&
-         N1 <= kLnGemvMaxK && N1 % 4 == 0 && N2 % 4 == 0 && w1.offset() % 4 == 0 &&
-         w2.offset() % 4 == 0 && groups <= ctx_->limits().maxComputeWorkGroupCount[0];
-}
-
 void VulkanBackend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
                                                 const Tensor& b1, const Tensor& gamma,
                                                 const Tensor& beta, float eps, const Tensor& w2,
                                                 const Tensor& b2, const MatmulSpec& spec2,
                                                 Tensor& x_new, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  // One dispatch where gemv_chain takes the shapes (and FORGE_VULKAN_CHAIN allows it);
-  // otherwise the copy and the two kernels.
+  // One dispatch where FORGE_VULKAN_CHAIN allows it and gemv_chain takes the shapes: one
+  // row, plain 2-D operands, b1 given, vec4-aligned weights (its loads), a row short enough
+  // for the layernorm's shared copy. Otherwise the copy and the two kernels.
   const int64_t N1 = x.dim(-1), K1 = a.dim(-1), N2 = o.dim(-1);
+  const uint64_t groups1 = static_cast<uint64_t>((N1 + 7) / 8);
+  const uint64_t groups2 = static_cast<uint64_t>((N2 + 7) / 8);
   const ChainMode mode = chain_mode(ctx_->discrete());
-  if (mode == ChainMode::off || !chain_fits(x, a, w1, b1, w2, spec2, N2, kGemvChainBindings, 0)) {
+  const bool fits = ctx_->max_bindings() >= kGemvChainBindings && x.rank() == 2 && x.dim(0) == 1 &&
+                    a.rank() == 2 && w1.rank() == 2 && w2.rank() == 2 && b1.defined() &&
+                    !spec2.trans_a && !spec2.trans_b && spec2.alpha == 1.0f &&
+                    (spec2.b_rows == 0 || spec2.b_rows == w2.dim(0)) && N1 <= kLnGemvMaxK &&
+                    N1 % 4 == 0 && N2 % 4 == 0 && w1.offset() % 4 == 0 && w2.offset() % 4 == 0 &&
+                    groups1 + groups2 <= ctx_->limits().maxComputeWorkGroupCount[0];
+  if (mode == ChainMode::off || !fits) {
     Backend::matmul_add_layernorm_matmul(x, a, w1, b1, gamma, beta, eps, w2, b2, spec2, x_new, o);
     return;
   }
   // Without b2, binding 6 is a again (never read: flags2 has no bias).
   const uint32_t flags2 = (b2.defined() ? 4u : 0u) | (spec2.gelu ? kEpilogueGelu : 0u) |
                           (mode == ChainMode::never_wait ? 32u : 0u);
-  const uint32_t groups1 = static_cast<uint32_t>((N1 + 7) / 8);
-  const uint32_t groups2 = static_cast<uint32_t>((N2 + 7) / 8);
   ctx_->dispatch("gemv_chain",
                  {in(a), in(w1), in(b1), in(x), out(x_new), in(w2), b2.defined() ? in(b2) : in(a),
                   out(o), in(gamma), in(beta), whole(*work_, true)},
-                 {u(N1), u(K1), u(N2), flags2, f(eps), groups1, groups2}, groups1 + groups2, 1, 1);
+                 {u(N1), u(K1), u(N2), flags2, f(eps), static_cast<uint32_t>(groups1),
+                  static_cast<uint32_t>(groups2)},
+                 static_cast<uint32_t>(groups1 + groups2), 1, 1);
 }
 
 void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,

@@ -120,11 +120,6 @@ class VulkanBackend final : public Backend {
   /// kAttnDecodeBindings buffers) or the prefill kernel. pos_at: the position on the device.
   void attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
               const Tensor* pos_at, Tensor& out);
-  /// Whether matmul_add_layernorm_matmul's one-row shapes fit gemv_chain's loads and
-  /// workgroup count (plus more_groups) on this device, with `bindings` buffers bound.
-  bool chain_fits(const Tensor& x, const Tensor& a, const Tensor& w1, const Tensor& b1,
-                  const Tensor& w2, const MatmulSpec& spec2, int64_t N2, uint32_t bindings,
-                  uint64_t more_groups) const;
 
   int index_;
   std::unique_ptr<Context> ctx_;

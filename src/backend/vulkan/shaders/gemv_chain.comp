@@ -8,12 +8,12 @@
 //
 // Workgroups [0, groups1) do phase 1; each writes its 8 columns of x_out and counts itself.
 // Workgroups [groups1, groups1 + groups2) do phase 2: they poll the phase-1 count until
-// every phase-1 group has counted itself. Vulkan promises nothing about workgroups running at the same time, so the poll is
-// bounded: a workgroup that gives up computes x_out itself, the same sums in the same
-// order, into shared memory (x_in is never written by the dispatch). No workgroup ever
-// depends on another making progress; on a GPU that runs the dispatch's workgroups together
-// the poll ends when phase 1 does. Flag 32 (tests) makes every phase-2 workgroup compute
-// x_out itself.
+// every phase-1 group has counted itself. Vulkan promises nothing about workgroups running
+// at the same time, so the poll is bounded: a workgroup that gives up computes x_out
+// itself, the same sums in the same order, into shared memory (x_in is never written by
+// the dispatch). No workgroup ever depends on another making progress; on a GPU that runs
+// the dispatch's workgroups together the poll ends when phase 1 does. Flag 32 (tests)
+// makes every phase-2 workgroup compute x_out itself.
 //
 // Memory order: a phase-1 workgroup writes x_out, then (memoryBarrierBuffer, barrier) counts
 // itself; a phase-2 workgroup that reads the full count orders its x_out reads after it with
@@ -57,23 +57,23 @@ shared float part3[8][8];
 shared float xs[2048];
 shared uint flag;
 
-uint counter(uint i) { return p.ow + kCounters - 4u + i; }
+const uint kPhase1Done = kCounters - 4u, kAllDone = kCounters - 3u;  // offsets from ow
 
-// t == 0: polls counter i until it reaches `target` (at most kPolls reads; never with flag
-// 32); every invocation: whether it did. Relaxed atomic loads: plain loads that reach L2 (a
-// poll by atomic add would contend with the adds it waits for, and spirv-opt deletes a
-// loop of volatile loads).
-bool wait_for(uint i, uint target) {
+// t == 0: polls the phase-1 count until every phase-1 workgroup is in it (at most kPolls
+// reads; none with flag 32); every invocation: whether it came. Relaxed atomic loads: plain
+// loads that reach L2 (a poll by atomic add would contend with the adds it waits for, and
+// spirv-opt deletes a loop of volatile loads).
+bool wait_for_phase1() {
   const uint t = gl_LocalInvocationID.x;
   if (t == 0u) {
     uint done = 0u;
     if ((p.flags2 & kFlagSolo) == 0u)
       for (uint k = 0u; k < kPolls; ++k) {
-        done = atomicLoad(w[counter(i)], gl_ScopeDevice, gl_StorageSemanticsBuffer,
+        done = atomicLoad(w[p.ow + kPhase1Done], gl_ScopeDevice, gl_StorageSemanticsBuffer,
                           gl_SemanticsRelaxed);
-        if (done >= target) break;
+        if (done >= p.groups1) break;
       }
-    flag = done >= target ? 1u : 0u;
+    flag = done >= p.groups1 ? 1u : 0u;
   }
   barrier();
   const bool ready = flag != 0u;
@@ -81,19 +81,13 @@ bool wait_for(uint i, uint target) {
   return ready;
 }
 
-// Outputs written: count this workgroup in counter i.
-void count_done(uint i) {
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationID.x == 0u) atomicAdd(w[counter(i)], 1u);
-}
-
 // Counts this workgroup as done; the last of the dispatch resets the counters.
-void finish(uint total) {
+void finish() {
   barrier();
-  if (gl_LocalInvocationID.x == 0u && atomicAdd(w[counter(1u)], 1u) == total - 1u) {
-    w[counter(0u)] = 0u;
-    w[counter(1u)] = 0u;
+  if (gl_LocalInvocationID.x == 0u &&
+      atomicAdd(w[p.ow + kAllDone], 1u) == p.groups1 + p.groups2 - 1u) {
+    w[p.ow + kPhase1Done] = 0u;
+    w[p.ow + kAllDone] = 0u;
   }
 }
 
@@ -169,7 +163,7 @@ void normalize_into_xs(bool ready, uint t) {
 // xs = layernorm(x_out), x_out from phase 1's workgroups or, if they are not done in time,
 // computed here.
 void normalized_row(uint t, uint q, uint half_) {
-  const bool ready = wait_for(0u, p.groups1);
+  const bool ready = wait_for_phase1();
   if (!ready) {
     for (uint g = 0u; g * 8u < p.N1; ++g) {
       const float v = phase1_column(g * 8u, t, q, half_);
@@ -191,13 +185,14 @@ void load_w2(uint n0, uint k, uint q, uint half_, out vec4 bv[kUnroll]) {
   }
 }
 
-// Column n0 + t (t < 8) of epilogue(xs @ W2 + b2), as gemv_n_ln computes it; bv holds the
-// rows of the first step (load_w2(n0, q, ...)).
-float phase2_column(uint n0, uint t, uint q, uint half_, vec4 bv[kUnroll]) {
+// Column n0 + t (t < 8) of epilogue(xs @ W2 + b2), as gemv_n_ln computes it. Every
+// invocation must call it (barriers); the value is meaningful for t < 8.
+float phase2_column(uint n0, uint t, uint q, uint half_) {
   const uint K = p.N1, step = kPairs * kUnroll;
   vec4 acc = vec4(0.0);
   for (uint k = q; k < K; k += step) {
-    if (k != q) load_w2(n0, k, q, half_, bv);
+    vec4 bv[kUnroll];
+    load_w2(n0, k, q, half_, bv);
     float av[kUnroll];
     [[unroll]] for (uint u = 0u; u < kUnroll; ++u) {
       const uint ku = k + u * kPairs;
@@ -217,22 +212,22 @@ void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint q = t >> 1u, half_ = t & 1u;
   const uint item = flat_group();
-  const uint total = p.groups1 + p.groups2;
   if (item < p.groups1) {
     const uint n0 = item * 8u;
     const float v = phase1_column(n0, t, q, half_);
     if (t < 8u && n0 + t < p.N1) x_out[p.oxout + n0 + t] = v;
-    count_done(0u);
+    // x_out's columns written, then counted.
+    memoryBarrierBuffer();
+    barrier();
+    if (t == 0u) atomicAdd(w[p.ow + kPhase1Done], 1u);
   } else {
     const uint n0 = (item - p.groups1) * 8u;
     // W2's rows are loaded after the layernorm. Loaded before it (before or right after the
     // poll: 32 more registers live through it), the dispatch took 17.0 / 18.0 us on the
     // H200 against 15.6.
     normalized_row(t, q, half_);
-    vec4 bv[kUnroll];
-    load_w2(n0, q, q, half_, bv);
-    const float v = phase2_column(n0, t, q, half_, bv);
+    const float v = phase2_column(n0, t, q, half_);
     if (t < 8u && n0 + t < p.N2) o2[p.oo2 + n0 + t] = v;
   }
-  finish(total);
+  finish();
 }
