@@ -363,7 +363,9 @@ void add_layernorm_matmul(Cases& cs) {
 }
 
 // matmul_add_layernorm_matmul: Vulkan's one-dispatch chain (one row; N1, N2 multiples of
-// 4; b1 given; GPT-2's proj -> fc and fc_proj -> next qkv seams) and the cases that take the
+// 4; b1 given; GPT-2's proj -> fc and fc_proj -> next qkv seams; a row of 1040: more rows of
+// the second product than its workgroups load before waiting; 52 and 1044 columns: a last
+// workgroup of 16 (8 with K1 > 1024) with only 4) and the cases that take the
 // two kernels (N1 or N2 odd, several rows, a batch, no b1), against matmul_add then
 // layernorm then matmul in float64. Outputs: the product, then x_new (x itself must stay
 // as it was: the harness compares the inputs).
@@ -374,11 +376,12 @@ void add_matmul_add_layernorm_matmul(Cases& cs) {
     bool b1, b2, gelu;
   };
   const std::vector<SeamCase> list = {
-      {{1, 48}, 40, 36, true, true, true},    {{1, 64}, 64, 20, true, false, false},
-      {{1, 37}, 9, 24, true, true, false},    {{3, 48}, 40, 36, true, true, true},
-      {{1, 48}, 40, 33, true, true, false},   {{1, 48}, 40, 36, false, true, false},
-      {{2, 1, 48}, 40, 36, true, true, true}, {{1, 768}, 3072, 2304, true, true, false},
-      {{1, 768}, 768, 3072, true, true, true}};
+      {{1, 48}, 40, 36, true, true, true},     {{1, 64}, 64, 20, true, false, false},
+      {{1, 37}, 9, 24, true, true, false},     {{3, 48}, 40, 36, true, true, true},
+      {{1, 48}, 40, 33, true, true, false},    {{1, 48}, 40, 36, false, true, false},
+      {{2, 1, 48}, 40, 36, true, true, true},  {{1, 768}, 3072, 2304, true, true, false},
+      {{1, 768}, 768, 3072, true, true, true}, {{1, 1040}, 24, 20, true, true, true},
+      {{1, 52}, 40, 36, true, true, false},    {{1, 1044}, 1100, 20, true, false, true}};
   for (const SeamCase& c : list) {
     const Dims xd = c.x;
     const int64_t N1 = xd.back(), R = numel(xd) / N1, K1 = c.K1, N2 = c.N2;
@@ -961,7 +964,8 @@ void add_attention(Cases& cs) {
     bool rank2 = false;  // qkv given as [T, 3C]
   };
   // Decode (T <= 8 takes Vulkan's split-key kernel: cap 320 gives a lone query 10
-  // workgroups of one 32-key chunk each; B=2,T=8,H=4 gives 64 queries 4 workgroups of 2-3
+  // workgroups of one 32-key chunk each, cap 1100 35, a long cache whose last-arriving
+  // workgroup combines 35 partials; B=2,T=8,H=4 gives 64 queries 4 workgroups of 2-3
   // chunks each; caps <= 32 one workgroup per query), prefill tiles (T = 80, 130: more than one
   // 64-query tile, not a multiple; T = 9 the smallest prefill), hd 72 and 128 (the hd <= 128
   // prefill variant), B = 2, and cache rows past pos + T that must stay as they were.
@@ -971,7 +975,8 @@ void add_attention(Cases& cs) {
       {1, 1, 2, 16, 0, 0},      {2, 5, 1, 8, 0, 0},      {1, 9, 4, 8, 12, 2},
       {1, 80, 2, 16, 0, 0},     {1, 130, 1, 64, 0, 0},   {1, 80, 2, 16, 120, 33},
       {2, 70, 2, 64, 100, 20},  {1, 20, 1, 72, 30, 3},   {1, 40, 1, 128, 50, 5},
-      {1, 9, 4, 8, 0, 0, true}, {2, 8, 4, 16, 320, 290}, {1, 2, 3, 64, 40, 37}};
+      {1, 9, 4, 8, 0, 0, true}, {2, 8, 4, 16, 320, 290}, {1, 2, 3, 64, 40, 37},
+      {1, 1, 1, 64, 1100, 1090}};
   for (const AttnCase& a : list) {
     const int64_t B = a.B, T = a.T, H = a.H, D = a.D, cap = a.cap, pos = a.pos, C = H * D;
     const bool cached = cap > 0;

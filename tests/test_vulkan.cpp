@@ -312,6 +312,31 @@ TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
       EXPECT_EQ(x.to_vector<float>(), x0.narrow_rows(0, rows).to_vector<float>());
     }
   }
+  // A row longer than 1024 (the second product's rows past those loaded before the wait),
+  // k1 > 1024 (the first product in workgroups of 8 columns) and 20 columns (the last of the
+  // second product's workgroups, 16 columns each, has 4).
+  {
+    const int64_t n1 = 1040, k1 = 1100, n2 = 20;
+    const Tensor la = Tensor::from_vector(ramp(k1), {1, k1}, dev_);
+    const Tensor lw1 = Tensor::from_vector(ramp(k1 * n1, 0.003f), {k1, n1}, dev_);
+    const Tensor lb1 = Tensor::from_vector(ramp(n1), {n1}, dev_);
+    const Tensor lg = Tensor::from_vector(ramp(n1), {n1}, dev_);
+    const Tensor lbe = Tensor::from_vector(ramp(n1, 0.02f), {n1}, dev_);
+    const Tensor lw2 = Tensor::from_vector(ramp(n1 * n2, 0.001f), {n1, n2}, dev_);
+    const Tensor lb2 = Tensor::from_vector(ramp(n2), {n2}, dev_);
+    const Tensor lx = Tensor::from_vector(ramp(n1, 0.05f), {1, n1}, dev_);
+    for (const char* mode : {"1", "solo"}) {
+      SCOPED_TRACE(std::string("long row, mode ") + mode);
+      const ScopedEnv chain_on("FORGE_VULKAN_CHAIN", mode);
+      const ResidualProduct fused =
+          matmul_add_layernorm_matmul(lx, la, lw1, lb1, lg, lbe, 1e-5f, lw2, {}, lb2);
+      Tensor xt = lx.clone();
+      matmul_add_(xt, la, lw1, {}, lb1);
+      const Tensor two = layernorm_matmul(xt, lg, lbe, 1e-5f, lw2, {}, lb2);
+      EXPECT_EQ(fused.out.to_vector<float>(), two.to_vector<float>());
+      EXPECT_EQ(fused.x.to_vector<float>(), xt.to_vector<float>());
+    }
+  }
   {
     const ScopedEnv off("FORGE_VULKAN_CHAIN", "0");
     backend_for(dev_).synchronize();
