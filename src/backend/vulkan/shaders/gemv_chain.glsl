@@ -60,7 +60,7 @@ const uint kFlagSolo = 32u, kFlagNarrow = 64u;
 const uint kCounters = 16384u;  // VulkanBackend's kWorkCounters
 shared float xs[kRowMax];
 shared uint flag;
-shared float p16[kPairs][16];  // phase 2's column sums: [pair][column]
+shared float p16[kPairs][16];  // column_sum16: [pair][column] of a workgroup's 16 columns
 shared float p16b[32][16];
 shared float p16c[8][16];
 
