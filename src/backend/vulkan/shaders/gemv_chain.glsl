@@ -129,8 +129,8 @@ void normalize_into_xs(bool ready, uint t) {
 // column that is gemv_n's and gemv_n_ln's mapping (their 8-column groups: the same rows,
 // added in the same order by pair q), and column_sum16 adds the pairs' sums in their order:
 // the same bits. 16 columns, not 8: half the workgroups, so that all of a dispatch's fit on
-// the GPU at once (on the H200: 2 of ~100 registers an invocation per SM) although phase 2
-// holds its rows of W2 in registers: with CHAIN_ROW_768 all of them (at most 6), loaded
+// the GPU at once (on the H200, at ~106 registers an invocation, 2 workgroups per SM)
+// although phase 2 holds its rows of W2 in registers: with CHAIN_ROW_768 all of them (at most 6), loaded
 // before the poll. They arrive while phase 1 runs, and the product after the layernorm
 // waits on no memory (on the H200 that wait was ~2.3 us of a chain's ~12; the layernorm to
 // the end took 0.4 us once the rows were loaded ahead).
@@ -205,7 +205,9 @@ float phase1(uint n0, uint t, uint q, uint h, out bool mine, out uint col) {
 
 // xs = x_out computed here (a phase-2 workgroup that gave up waiting): phase 1 for all of N1,
 // one row at a time (few registers: the workgroup holds its rows of W2 meanwhile), the same
-// sums in the same order.
+// sums in the same order. W1's loads are written out here and in phase1() rather than
+// shared through a row loader like load_w2_row: that one made the chains ~5% slower on the
+// H200 (0.313 against 0.296-0.299 ms a step).
 void x_out_into_xs(uint t, uint q, uint h) {
   for (uint n0 = 0u; n0 < p.N1; n0 += 16u) {
     const uint n = n0 + 8u * h, base4 = (p.ob1 + n) / 4u, ldb4 = p.N1 / 4u;
