@@ -321,35 +321,46 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
 
 // layernorm_matmul: Vulkan's fused GEMV (one row: [1, K] and [B, 1, K]; N odd, N % 4 == 0,
 // bias, gelu; K up to its 2048 limit, where the GEMV also splits k) and its fallbacks
-// (several rows; K > 2048), against layernorm then matmul in float64.
+// (several rows; K > 2048; w stored [N, K] with trans_b), against layernorm then matmul in
+// float64.
 void add_layernorm_matmul(Cases& cs) {
   struct LnCase {
     Dims x;     // [.., R, K]
-    int64_t N;  // w: [K, N]
-    bool bias, gelu;
+    int64_t N;  // w: [K, N] ([N, K] with trans_b)
+    bool bias, gelu, trans_b = false;
   };
-  const std::vector<LnCase> list = {{{1, 48}, 37, true, false},   {{1, 64}, 20, false, true},
-                                    {{2, 1, 40}, 24, true, true}, {{1, 2048}, 5, true, false},
-                                    {{3, 48}, 33, true, true},    {{1, 2100}, 6, false, false},
-                                    {{1, 768}, 96, true, true}};
+  const std::vector<LnCase> list = {{{1, 48}, 37, true, false},
+                                    {{1, 64}, 20, false, true},
+                                    {{2, 1, 40}, 24, true, true},
+                                    {{1, 2048}, 5, true, false},
+                                    {{3, 48}, 33, true, true},
+                                    {{1, 2100}, 6, false, false},
+                                    {{1, 768}, 96, true, true},
+                                    {{1, 48}, 37, true, false, true},
+                                    {{1, 768}, 1003, false, false, true},
+                                    {{1, 2048}, 9, false, true, true},
+                                    {{2, 40}, 11, true, false, true},
+                                    {{1, 2100}, 5, false, false, true}};
   for (const LnCase& c : list) {
     const Dims xd = c.x;
     const int64_t K = xd.back(), N = c.N, R = numel(xd) / K;
-    const bool bias = c.bias, gelu = c.gelu;
+    const bool bias = c.bias, gelu = c.gelu, tb = c.trans_b;
     const float eps = 1e-5f;
     std::string variant = bias ? "bias" : "nobias";
     if (gelu) variant += ",gelu";
-    const ref::MatmulDims d{.m = R, .k = K, .n = N, .b_stored_rows = K, .gelu = gelu};
+    if (tb) variant += ",trans_b";
+    const ref::MatmulDims d{
+        .m = R, .k = K, .n = N, .trans_b = tb, .b_stored_rows = tb ? N : K, .gelu = gelu};
     cs.add(
         "layernorm_matmul", variant, "x=" + dims_str(xd) + ",N=" + std::to_string(N),
-        [xd, K, N, bias](CaseRng& r) {
-          Inputs in{F(r, xd), F(r, {K}), F(r, {K}), F(r, {K, N})};
+        [xd, K, N, bias, tb](CaseRng& r) {
+          Inputs in{F(r, xd), F(r, {K}), F(r, {K}), tb ? F(r, {N, K}) : F(r, {K, N})};
           if (bias) in.push_back(F(r, {N}));
           return in;
         },
-        [eps, bias, gelu](const std::vector<Tensor>& t) {
-          return Outputs{host(layernorm_matmul(t[0], t[1], t[2], eps, t[3], {.gelu = gelu},
-                                               bias ? t[4] : Tensor()))};
+        [eps, bias, gelu, tb](const std::vector<Tensor>& t) {
+          return Outputs{host(layernorm_matmul(
+              t[0], t[1], t[2], eps, t[3], {.trans_b = tb, .gelu = gelu}, bias ? t[4] : Tensor()))};
         },
         [d, K, eps, bias](const Inputs& x) {
           const Vec h = ref::layernorm(W(x[0]), W(x[1]), W(x[2]), K, eps);
@@ -1066,10 +1077,15 @@ void add_argmax_rows(Cases& cs) {
             for (int64_t j = 0; j < V; ++j) at(2, j) = j % 3 == 0 ? nan : -inf;
           return Inputs{x};
         },
-        [](const std::vector<Tensor>& t) {
-          std::vector<float> ids;
+        [R](const std::vector<Tensor>& t) {
+          // argmax_rows, and argmax_rows_into a view 2 rows into a longer tensor.
+          std::vector<float> ids, into;
           for (uint32_t i : argmax_rows(t[0]).to_vector<uint32_t>()) ids.push_back(float(i));
-          return Outputs{ids};
+          Tensor out = Tensor::zeros({R + 3}, DType::U32, t[0].device());
+          Tensor view = out.narrow_rows(2, R);
+          argmax_rows_into(t[0], view);
+          for (uint32_t i : out.to_vector<uint32_t>()) into.push_back(float(i));
+          return Outputs{ids, into};
         },
         [V, R](const Inputs& x) {
           const Vec w = W(x[0]);
@@ -1086,7 +1102,10 @@ void add_argmax_rows(Cases& cs) {
             }
             ids.push_back(static_cast<double>(best));
           }
-          return Exp{exact(ids)};
+          Vec into = {0.0, 0.0};
+          into.insert(into.end(), ids.begin(), ids.end());
+          into.push_back(0.0);
+          return Exp{exact(ids), exact(into)};
         });
   }
 }

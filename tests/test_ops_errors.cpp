@@ -156,6 +156,12 @@ TEST(OpsErrors, SumRows) {
   EXPECT_OP_ERROR(argmax_rows(f32({})), Shape, "argmax_rows");
   EXPECT_OP_ERROR(argmax_rows(u32({2, 3})), DType, "argmax_rows");
   EXPECT_OP_ERROR(argmax_rows(f32({3, 0})), Shape, "argmax_rows");  // rows of nothing
+  Tensor ids = u32({3}), f = f32({3}), few = u32({2}), none;
+  EXPECT_OP_ERROR(argmax_rows_into(f32({3, 4}), few), Shape, "argmax_rows_into");
+  EXPECT_OP_ERROR(argmax_rows_into(f32({3, 4}), f), DType, "argmax_rows_into");
+  EXPECT_OP_ERROR(argmax_rows_into(f32({3, 4}), none), Shape, "argmax_rows_into");
+  EXPECT_OP_ERROR(argmax_rows_into(f32({3, 0}), ids), Shape, "argmax_rows_into");
+  EXPECT_OP_ERROR(argmax_rows_into(u32({3, 4}), ids), DType, "argmax_rows_into");
 }
 
 TEST(OpsErrors, Embedding) {

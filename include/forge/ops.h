@@ -193,6 +193,10 @@ LayerNormGrads layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor&
 /// token with it and reads back 4 bytes per row instead of the logits.
 /// Error(Shape) if x has no columns (and rows), Error(Range) if V >= 2^32.
 Tensor argmax_rows(const Tensor& x);
+/// argmax_rows(x) written into `out`, U32 [N] on x's device (a view too: a captured decode
+/// step writes its token where the next step reads it). Errors as argmax_rows, and
+/// Shape / DType / Device for an `out` of another shape, type or device.
+void argmax_rows_into(const Tensor& x, Tensor& out);
 
 /// Column sums over all rows: x [..., C] -> [C] (the bias gradient).
 Tensor sum_rows(const Tensor& x);

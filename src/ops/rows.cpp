@@ -70,10 +70,11 @@ LayerNormGrads layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor&
   return g;
 }
 
-Tensor argmax_rows(const Tensor& x) {
-  const char* op = "argmax_rows";
+namespace {
+
+/// Checks argmax_rows' x; returns its rows.
+int64_t argmax_rows_check(const char* op, const Tensor& x) {
   check_f32(op, "x", x);
-  Backend& be = same_device(op, {&x});
   check_min_rank(op, "x", x, 1);
   const int64_t V = x.dim(-1), R = x.shape().rows();
   if (V == 0 && R > 0)
@@ -81,9 +82,30 @@ Tensor argmax_rows(const Tensor& x) {
   if (V > int64_t{0xffffffff})
     fail(ErrorKind::Range, op,
          "rows of " + std::to_string(V) + " elements: indices past 2^32 - 1 do not fit U32");
+  return R;
+}
+
+}  // namespace
+
+Tensor argmax_rows(const Tensor& x) {
+  const char* op = "argmax_rows";
+  const int64_t R = argmax_rows_check(op, x);
+  Backend& be = same_device(op, {&x});
   Tensor out = Tensor::empty({R}, DType::U32, x.device());
   if (R > 0) be.argmax_rows(x, out);
   return out;
+}
+
+void argmax_rows_into(const Tensor& x, Tensor& out) {
+  const char* op = "argmax_rows_into";
+  const int64_t R = argmax_rows_check(op, x);
+  check_u32(op, "out", out);
+  Backend& be = same_device(op, {&x, &out});
+  if (out.shape() != Shape({R}))
+    fail(ErrorKind::Shape, op,
+         "out " + out.shape().str() + " for the " + std::to_string(R) + " rows of x " +
+             x.shape().str());
+  if (R > 0) be.argmax_rows(x, out);
 }
 
 Tensor sum_rows(const Tensor& x) {
