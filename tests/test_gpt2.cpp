@@ -226,6 +226,18 @@ std::vector<uint32_t> greedy_cached(const Model& m, const std::vector<uint32_t>&
   return out;
 }
 
+/// Greedy decoding through a GreedyDecoder after the prompt's prefill.
+std::vector<uint32_t> greedy_decoder(const Model& m, const std::vector<uint32_t>& prompt, int n) {
+  KVCache cache(m, 1);
+  const Tensor logits = m.forward_cached(ids_tensor({prompt}), cache);  // [1, V]
+  std::vector<uint32_t> out = {argmax(logits.to_vector<float>().data(), m.config().vocab_size)};
+  GreedyDecoder decoder(m, cache, out[0], n - 1);
+  while (static_cast<int>(out.size()) < n) out.push_back(decoder.next());
+  EXPECT_EQ(cache.length(), static_cast<int64_t>(prompt.size()) + n - 1);
+  EXPECT_THROW(decoder.next(), Error);  // all n - 1 steps done
+  return out;
+}
+
 /// Greedy decoding by full recomputation (no cache).
 std::vector<uint32_t> greedy_full(const Model& m, std::vector<uint32_t> seq, int n) {
   const int64_t V = m.config().vocab_size;
@@ -499,6 +511,7 @@ TEST_P(Gpt2Golden, GreedyTokensMatchHfWithAndWithoutCache) {
     const int n = static_cast<int>(want.size());
     EXPECT_EQ(greedy_cached(m, prompt, n), want) << "min top-2 gap " << g["min_top2_gap"];
     EXPECT_EQ(greedy_full(m, prompt, n), want) << "min top-2 gap " << g["min_top2_gap"];
+    EXPECT_EQ(greedy_decoder(m, prompt, n), want) << "min top-2 gap " << g["min_top2_gap"];
   }
 }
 

@@ -553,25 +553,29 @@ TEST_F(Vulkan, MatmulTileAndSplitKSwitchesPickTheKernels) {
 }
 #endif
 
-// The validation layers watch a run of real work (forge eval of a golden model on the
-// device) and must report nothing. Runs the CLI so that the layer is enabled from the start.
+// The validation layers watch runs of real work (forge eval of a golden model on the
+// device; greedy generation, whose steps are replayed graphs queued ahead of their reads)
+// and must report nothing. Runs the CLI so that the layer is enabled from the start.
 TEST_F(Vulkan, ValidationLayersReportNothing) {
   if (!std::ifstream("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"))
     GTEST_SKIP() << "VK_LAYER_KHRONOS_validation is not installed (apt-get install "
                     "vulkan-validationlayers)";
   const std::string model = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/odd";
   const std::string err = ::testing::TempDir() + "forge_vk_validation.err";
-  const std::string cmd = "FORGE_VULKAN_VALIDATION=1 " + std::string(FORGE_BINARY) +
-                          " eval --model " + model + " --ids 5,17,300,2,999,41,7,8,9,10,11 " +
-                          "--device " + dev_.str() + " > /dev/null 2> " + err;
-  const int status = std::system(cmd.c_str());
-  std::ifstream f(err);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string log = ss.str();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
-  EXPECT_NE(log.find("validation layer enabled"), std::string::npos) << log;
-  EXPECT_EQ(log.find("vulkan validation:"), std::string::npos) << log;
+  for (const std::string& args :
+       {"eval --model " + model + " --ids 5,17,300,2,999,41,7,8,9,10,11",
+        "generate --model " + model + " --prompt-ids 5,17,300 -n 24 --greedy --ignore-eos"}) {
+    const std::string cmd = "FORGE_VULKAN_VALIDATION=1 " + std::string(FORGE_BINARY) + " " + args +
+                            " --device " + dev_.str() + " > /dev/null 2> " + err;
+    const int status = std::system(cmd.c_str());
+    std::ifstream f(err);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string log = ss.str();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << args << "\n" << log;
+    EXPECT_NE(log.find("validation layer enabled"), std::string::npos) << args << "\n" << log;
+    EXPECT_EQ(log.find("vulkan validation:"), std::string::npos) << args << "\n" << log;
+  }
 }
 
 // `forge bench --preset ... --profile` on a GPU: per-kernel GPU time from timestamp queries,
@@ -758,6 +762,109 @@ TEST_F(Vulkan, DecodeStepsReplayACapturedGraph) {
   const auto other_replayed = greedy_logits(other, cache, prompt, 8);
   for (size_t i = 0; i < other_plain.size(); ++i)
     expect_near(other_replayed[i], other_plain[i], 1e-5, "other model, step " + std::to_string(i));
+}
+
+// Reads that let the device run ahead: a read taken before later work sees the bytes as
+// they were then, whichever ticket is waited for first; a ticket is good for one wait of
+// its own size. The CPU's default reads at once and keeps the bytes.
+TEST_F(Vulkan, ReadAsyncSeesTheBytesOfItsPlaceInTheQueue) {
+  for (const Device d : {Device::cpu(), dev_}) {
+    SCOPED_TRACE(d.str());
+    Backend& be = backend_for(d);
+    Tensor t = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {4}).to(d);
+    const size_t off = static_cast<size_t>(t.offset()) * sizeof(float);
+    const uint64_t first = be.read_async(*t.storage(), off, 16);
+    scale_(t, 2.0f);  // queued after the first read
+    const uint64_t second = be.read_async(*t.storage(), off + 4, 8);
+    t.copy_from(std::vector<float>{9, 9, 9, 9});
+    std::vector<float> a(4), b(2);
+    be.read_wait(second, b.data(), 8);
+    be.read_wait(first, a.data(), 16);
+    EXPECT_EQ(a, (std::vector<float>{1, 2, 3, 4}));
+    EXPECT_EQ(b, (std::vector<float>{4, 6}));
+    EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{9, 9, 9, 9}));
+    EXPECT_THROW(be.read_wait(first, a.data(), 16), Error);  // used
+    const uint64_t third = be.read_async(*t.storage(), off, 16);
+    EXPECT_THROW(be.read_wait(third, a.data(), 8), Error);         // another size
+    EXPECT_THROW(be.read_wait(third + 100, a.data(), 16), Error);  // never issued
+  }
+}
+
+/// The prompt's greedy continuation of n tokens: the first from the prefill's logits, the
+/// rest from a GreedyDecoder (which may run one step past the last token wanted).
+std::vector<uint32_t> greedy_decoded(const gpt2::Model& m, gpt2::KVCache& cache,
+                                     const std::vector<uint32_t>& prompt, int n) {
+  cache.reset();
+  const Tensor logits = m.forward_cached(
+      Tensor::from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}), cache);
+  std::vector<uint32_t> out = {argmax_rows(logits).to_vector<uint32_t>()[0]};
+  gpt2::GreedyDecoder decoder(m, cache, out[0], cache.capacity() - cache.length());
+  while (static_cast<int>(out.size()) < n) out.push_back(decoder.next());
+  return out;
+}
+
+// Greedy decoding with the token fed back on the device (GreedyDecoder): the tokens of
+// step-by-step argmax decoding; one replay and one submit per step (plus the one step queued
+// past the last token wanted); no new buffer in the steady state; the cache ends at the
+// tokens returned, and decoding on from there gives the step-by-step logits.
+TEST_F(Vulkan, GreedyDecoderFeedsEachTokenToTheNextStepOnTheDevice) {
+  const std::string dir = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/odd";
+  const gpt2::Model gpu = gpt2::Model::load(dir, dev_);
+  const std::vector<uint32_t> prompt = {847, 641, 752, 387, 399};
+  gpt2::KVCache cache(gpu, 1, 80);
+  std::vector<std::vector<float>> plain;
+  {
+    DecodeGraphSwitch off(false);
+    plain = greedy_logits(gpu, cache, prompt, 70);
+  }
+  std::vector<uint32_t> want;
+  for (const auto& row : plain)
+    want.push_back(static_cast<uint32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+  want.pop_back();  // 70 tokens: the prefill's and 69 steps'
+
+  const bool graphs = backend_for(dev_).can_capture();
+  const vk::Context::Stats before = context_of(dev_).stats();
+  EXPECT_EQ(greedy_decoded(gpu, cache, prompt, 70), want);
+  const vk::Context::Stats after = context_of(dev_).stats();
+  if (graphs) {
+    // 69 steps and one more queued behind the last; the prefill's argmax read.
+    EXPECT_EQ(after.replays - before.replays, 70u);
+    EXPECT_EQ(after.submits - before.submits, 71u);
+  }
+  EXPECT_EQ(cache.length(), static_cast<int64_t>(prompt.size()) + 69);
+  EXPECT_EQ(greedy_decoded(gpu, cache, prompt, 70), want);
+  const vk::Context::Stats again = context_of(dev_).stats();
+  EXPECT_EQ(greedy_decoded(gpu, cache, prompt, 70), want);
+  EXPECT_EQ(context_of(dev_).stats().buffer_allocations, again.buffer_allocations);
+  {
+    DecodeGraphSwitch off(false);
+    EXPECT_EQ(greedy_decoded(gpu, cache, prompt, 70), want);
+  }
+
+  // Stopped after 20 tokens: the cache holds the prompt and 19 steps; the step queued past
+  // them left nothing behind that the next step would see.
+  EXPECT_EQ(std::vector<uint32_t>(want.begin(), want.begin() + 20),
+            greedy_decoded(gpu, cache, prompt, 20));
+  EXPECT_EQ(cache.length(), static_cast<int64_t>(prompt.size()) + 19);
+
+  // Bad input: errors naming the cause, before any work.
+  gpt2::KVCache pair(gpu, 2, 8);
+  EXPECT_THROW(gpt2::GreedyDecoder(gpu, pair, 1, 1), Error);      // batch 2
+  EXPECT_THROW(gpt2::GreedyDecoder(gpu, cache, 1003, 1), Error);  // id >= V
+  EXPECT_THROW(gpt2::GreedyDecoder(gpu, cache, 1, 57), Error);    // past capacity (56 left)
+  EXPECT_THROW(gpt2::GreedyDecoder(gpu, cache, 1, -1), Error);    // negative
+  const gpt2::Model cpu = gpt2::Model::load(dir);
+  EXPECT_THROW(gpt2::GreedyDecoder(cpu, cache, 1, 1), Error);  // the cache is elsewhere
+  EXPECT_EQ(cache.length(), static_cast<int64_t>(prompt.size()) + 19);
+
+  {
+    gpt2::GreedyDecoder one(gpu, cache, want[19], 1);
+    EXPECT_EQ(one.next(), want[20]);
+    EXPECT_THROW(one.next(), Error);  // its one step is done
+  }
+  const Tensor next =
+      gpu.forward_cached(Tensor::from_vector(std::vector<uint32_t>{want[20]}, {1, 1}), cache);
+  expect_near(next.to_vector<float>(), plain[21], 1e-4, "the step after the decoders'");
 }
 
 // ---- training: the same steps on the device and on the CPU --------------------------------

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +89,16 @@ class Backend {
   /// next read submits everything at once).
   virtual void replay(const Graph& g);
 
+  // --- reads that let the device run ahead of the host ---
+  /// Starts the work queued so far and returns a ticket for read_wait() at once: the bytes
+  /// [offset, offset + bytes) of src as that work leaves them. Work queued after it runs on
+  /// without waiting for the host (a decode loop queues step n + 1 before it reads step n's
+  /// token). The default reads at once.
+  virtual uint64_t read_async(const Storage& src, size_t offset, size_t bytes);
+  /// Waits for the work before a ticket (not for work queued after it) and copies its bytes
+  /// to dst. Each ticket once, with the size read_async was given; Error(Backend) otherwise.
+  virtual void read_wait(uint64_t ticket, void* dst, size_t bytes);
+
   // --- forward kernels (shapes as in ops.h; `out` is preallocated) ---
   /// a + b; b either matches a or is a row vector [C]. out may alias a.
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
@@ -156,6 +168,12 @@ class Backend {
   virtual void scale(const Tensor& x, float s, Tensor& out) = 0;
   virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                      const AdamWParams& p) = 0;
+
+ private:
+  // read_async()'s default: the bytes read at once, kept until read_wait().
+  std::mutex early_mutex_;
+  std::map<uint64_t, std::vector<unsigned char>> early_reads_;
+  uint64_t last_ticket_ = 0;
 };
 
 /// The backend serving `device`; created on first use. Error(Device) if the device does not

@@ -99,7 +99,7 @@ struct ModelOptions {
 };
 
 class KVCache;
-struct DecodeGraph;  // forward.cpp: a captured decode step
+struct DecodeGraph;  // decode_graph.h: a captured decode step
 
 /// Evaluation settings; see evaluate().
 struct EvalOptions {
@@ -181,8 +181,12 @@ class Model {
   // pos.. (pos = cache ? cache->length() : 0); returns hidden states after ln_f
   // (`head` false) or logits; of every position (`all`) or only the last one ([B, *]).
   Tensor run(const Tensor& ids, KVCache* cache, bool head, bool all, const char* fn) const;
-  // A batch-1 decode step through the cache's captured graph (recorded on first use, again
-  // when the weights' or caches' buffers change); `token` is range-checked.
+  friend class GreedyDecoder;
+  // The cache's captured batch-1 decode step (recorded on first use, again when the
+  // weights' or caches' buffers change); `greedy`: the step that writes its argmax into its
+  // own token (GreedyDecoder), else the one whose logits the caller reads.
+  std::shared_ptr<DecodeGraph> decode_graph(KVCache& cache, bool greedy) const;
+  // A batch-1 decode step through decode_graph(); `token` is range-checked.
   Tensor decode_replayed(uint32_t token, KVCache& cache) const;
 
   Config config_;
@@ -212,13 +216,53 @@ class KVCache {
 
  private:
   friend class Model;
+  friend class GreedyDecoder;
   int64_t batch_ = 0, capacity_ = 0, length_ = 0;
   int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0;
   Device device_ = Device::cpu();
   std::vector<Tensor> k_, v_;
   // The captured decode step on a GPU that can capture (shared by copies of the cache, which
   // share its buffers too).
-  std::shared_ptr<DecodeGraph> graph_;
+  std::shared_ptr<DecodeGraph> graph_, greedy_graph_;
+};
+
+/// Greedy decoding of one sequence after a KV cache's contents, the device choosing each
+/// token and feeding it to the next step itself. On a GPU that can capture, every step is
+/// the cache's recorded greedy step (one submit each), and next() queues the step after the
+/// one whose token it returns before it waits: the device does not wait for the host
+/// between steps. (That step may run for nothing when the caller stops; its position is not
+/// counted in the cache.) Elsewhere a step is forward_cached + argmax_rows. Either way the
+/// tokens are those of argmax_rows(forward_cached(...)) step by step. The decoder uses the
+/// cache until it is destroyed; the weights must not change meanwhile.
+class GreedyDecoder {
+ public:
+  /// Decodes from `token`, the next input (not yet in the cache), for at most `max_steps`
+  /// steps. Errors: a cache of batch != 1 or another model's shape (Shape) or device
+  /// (Device); token >= vocab_size, max_steps < 0, or more steps than the cache has room
+  /// for (Range).
+  GreedyDecoder(const Model& model, KVCache& cache, uint32_t token, int64_t max_steps);
+  ~GreedyDecoder();
+  GreedyDecoder(const GreedyDecoder&) = delete;
+  GreedyDecoder& operator=(const GreedyDecoder&) = delete;
+
+  /// Runs the next step (its input token joins the cache) and returns the token it chose.
+  /// Error(Range) after max_steps steps.
+  uint32_t next();
+  /// Steps whose tokens next() has returned.
+  int64_t steps() const { return done_; }
+  /// Host seconds the last next() spent before it waited for the device.
+  double host_seconds() const { return host_seconds_; }
+
+ private:
+  void queue();  // the next step, on the device (graph path)
+
+  const Model& model_;
+  KVCache& cache_;
+  std::shared_ptr<DecodeGraph> graph_;  // null: step by step through forward_cached
+  uint32_t token_;                      // the next input (host path)
+  int64_t start_, max_steps_, queued_ = 0, done_ = 0;
+  std::vector<uint64_t> tickets_;  // read_async tickets of the queued steps' tokens, oldest first
+  double host_seconds_ = 0.0;
 };
 
 /// Loss and perplexity of one token sequence (>= 2 tokens). Sequences longer than the

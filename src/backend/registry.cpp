@@ -1,6 +1,8 @@
 // Maps devices to their backends. Backends are created lazily, once, and live until exit.
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "backend/cpu/cpu_backend.h"
 #include "forge/backend.h"
@@ -45,6 +47,25 @@ void Backend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, cons
        bytes);
   matmul(a, w1, b1, {}, /*accumulate=*/true, x_new);
   layernorm_matmul(x_new, gamma, beta, eps, w2, b2, spec2, out);
+}
+
+uint64_t Backend::read_async(const Storage& src, size_t offset, size_t bytes) {
+  std::vector<unsigned char> data(bytes);
+  read(src, offset, data.data(), bytes);
+  std::lock_guard<std::mutex> lock(early_mutex_);
+  early_reads_.emplace(++last_ticket_, std::move(data));
+  return last_ticket_;
+}
+
+void Backend::read_wait(uint64_t ticket, void* dst, size_t bytes) {
+  std::lock_guard<std::mutex> lock(early_mutex_);
+  auto it = early_reads_.find(ticket);
+  if (it == early_reads_.end() || it->second.size() != bytes)
+    throw Error(ErrorKind::Backend,
+                "read_wait of ticket " + std::to_string(ticket) +
+                    (it == early_reads_.end() ? ", which is not pending" : " with another size"));
+  std::copy(it->second.begin(), it->second.end(), static_cast<unsigned char*>(dst));
+  early_reads_.erase(it);
 }
 
 void Backend::begin_capture() { no_capture(*this); }

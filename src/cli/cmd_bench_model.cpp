@@ -4,7 +4,9 @@
 //            then the median of 3 timed passes);
 //   decode:  N KV-cache steps of B x 1 tokens after a prefill, each fed the argmax of the
 //            previous logits (greedy decoding), taken on the model's device by argmax_rows:
-//            a GPU reads back 4 bytes per sequence and step, not the logits.
+//            a GPU reads back 4 bytes per sequence and step, not the logits. B = 1 decodes
+//            as `forge generate` does, through a gpt2::GreedyDecoder (on a GPU the device
+//            feeds each token to the next step; the host reads it one step behind).
 // Reported: tokens/s of both (B x tokens / seconds), the per-step decode latency, the
 // weights' and KV cache's sizes and the process's peak RSS (getrusage), all in MiB, so that
 // the "peak memory <= 1.2 x (weights + KV cache)" target can be read off directly.
@@ -330,10 +332,22 @@ int bench_model(const ModelBenchOptions& o) {
   Tensor next = N > 0 ? next_ids(logits) : Tensor();
   if (N > 0) {
     gpt2::KVCache warm(model, B, 1);
-    (void)argmax_rows(model.forward_cached(next, warm)).to_vector<uint32_t>();
+    if (B == 1)
+      (void)gpt2::GreedyDecoder(model, warm, next.to_vector<uint32_t>()[0], 1).next();
+    else
+      (void)argmax_rows(model.forward_cached(next, warm)).to_vector<uint32_t>();
   }
   const auto t_dec = Clock::now();
-  for (int64_t i = 0; i < N; ++i) {
+  if (B == 1 && N > 0) {
+    gpt2::GreedyDecoder decoder(model, cache, next.to_vector<uint32_t>()[0], N);
+    for (int64_t i = 0; i < N; ++i) {
+      const auto t0 = Clock::now();
+      (void)decoder.next();
+      host_parts.push_back(decoder.host_seconds());
+      steps.push_back(seconds_since(t0));
+    }
+  }
+  for (int64_t i = 0; i < N && B > 1; ++i) {
     const auto t0 = Clock::now();
     const Tensor picked = argmax_rows(model.forward_cached(next, cache));
     host_parts.push_back(seconds_since(t0));

@@ -147,9 +147,24 @@ class Context {
                 const std::vector<uint32_t>& params, uint32_t gx, uint32_t gy = 1, uint32_t gz = 1);
   /// Groups for n 1-D workgroups, split as (x, y) within maxComputeWorkGroupCount.
   void groups_1d(uint64_t n, uint32_t& gx, uint32_t& gy) const;
-  /// Submits the recorded work (and the graphs queued by replay) and waits for it.
+  /// Submits the recorded work (and the graphs queued by replay) and waits for it (and for
+  /// every batch submitted before it).
   void flush();
-  bool pending() const { return (recording_ && commands_ > 0) || !queued_.empty(); }
+  /// Work recorded, queued or running that the host has not waited for.
+  bool pending() const {
+    return (recording_ && commands_ > 0) || !queued_.empty() || !in_flight_.empty();
+  }
+
+  // --- reads that do not wait for later work (memory.cpp) ---
+  /// Records a copy of src's bytes [offset, offset + bytes) into host memory of its own,
+  /// submits the work recorded and queued so far without waiting, and returns a ticket for
+  /// read_wait(). Work recorded after it goes into the next batch, which the device runs
+  /// after this one without the host in between. (Synchronous, a flush, while profiling or
+  /// when the batch used pooled descriptor sets.)
+  uint64_t read_async(const VkStorage& src, size_t offset, size_t bytes);
+  /// Waits for the batch of `ticket` (not for later ones) and copies its bytes to dst
+  /// (`bytes` must match). Each ticket once; Error(Backend) for an unknown one.
+  void read_wait(uint64_t ticket, void* dst, size_t bytes);
   /// Storage buffers one dispatch may bind on this device (4 to 11).
   uint32_t max_bindings() const { return max_bindings_; }
   /// A discrete GPU (VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU).
@@ -205,6 +220,17 @@ class Context {
   void track(const Use* uses, size_t n);
   void track(std::initializer_list<Use> uses) { track(uses.begin(), uses.size()); }
   void barrier();
+  /// Ends the recording command buffer and queues it (to be recycled after its batch);
+  /// recording goes on in a spare or new one.
+  void queue_recording();
+  /// Submits queued_ with `fence` (VK_NULL_HANDLE: none).
+  void submit(VkFence fence);
+  /// Waits for the batches in flight up to sequence number `seq` and recycles their
+  /// command buffers and fences.
+  void retire_in_flight(uint64_t seq);
+  /// Waits until `fence` signals: polls it for up to spin_ns_, then blocks (Error(Backend)
+  /// after kFenceTimeoutNs: a stuck device).
+  void wait_fence(VkFence fence);
   /// During a capture: the graph keeps `s` alive.
   void keep(const VkStorage& s);
   [[noreturn]] void fail_capturing(const char* what) const;
@@ -240,9 +266,31 @@ class Context {
   uint32_t capture_dispatches_ = 0;
   uint32_t max_bindings_ = 4;
   bool discrete_ = false;
+  uint64_t spin_ns_ = 0;           // how long wait_fence polls before it blocks
   bool push_descriptors_ = false;  // VK_KHR_push_descriptor enabled
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;
   uint32_t commands_ = 0;
+  // Batches submitted by read_async() and not waited for yet, oldest first: each with its
+  // fence and the recording command buffers to recycle once it has run.
+  struct InFlight {
+    uint64_t seq = 0;
+    VkFence fence = VK_NULL_HANDLE;
+    std::vector<VkCommandBuffer> buffers;
+  };
+  std::vector<InFlight> in_flight_;
+  std::vector<VkFence> spare_fences_;
+  uint64_t submitted_seq_ = 0;  // batches submitted by read_async() so far
+  uint64_t done_seq_ = 0;       // every batch up to this one has run
+  bool after_async_ = false;    // the next recording starts with a barrier (see begin())
+  // read_async() tickets: the host-visible buffer the bytes went to and their batch.
+  struct AsyncRead {
+    Buffer slot;
+    size_t bytes = 0;
+    uint64_t seq = 0;
+  };
+  std::map<uint64_t, AsyncRead> async_reads_;
+  std::vector<Buffer> spare_slots_;  // host-visible buffers of kSlotBytes for small reads
+  uint64_t last_ticket_ = 0;
   // Looked up by the shader's name as a string_view (no std::string built per dispatch).
   struct NameHash {
     using is_transparent = void;

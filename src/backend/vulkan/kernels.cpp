@@ -582,6 +582,8 @@ void VulkanBackend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   const int64_t M = o.dim(-2), N = o.dim(-1), K = x.dim(-1);
   // One row per product (a decode step) fits gemv_n_ln; other shapes: layernorm, then matmul.
+  // (A gemv_t_ln for the LM head after ln_f, each of its ~6,300 workgroups normalizing the
+  // row first, made a GPT-2 decode step 0.017 ms slower on an H200 than the two kernels.)
   if (M != 1 || spec.trans_b || K > kLnGemvMaxK || ctx_->max_bindings() < 6) {
     Backend::layernorm_matmul(x, gamma, beta, eps, w, bias, spec, o);
     return;

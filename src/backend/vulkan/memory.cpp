@@ -19,6 +19,7 @@ namespace {
 constexpr size_t kMinBuffer = 256;
 constexpr size_t kUpdateMax = 65536;           // vkCmdUpdateBuffer's limit
 constexpr size_t kStagingBytes = 64ull << 20;  // transfers go in chunks of this size
+constexpr size_t kSlotBytes = 4096;            // read_async() buffers kept for reuse
 
 size_t size_class(size_t n) {
   n = std::max(n, kMinBuffer);
@@ -213,6 +214,83 @@ void Context::read(const VkStorage& src, size_t offset, void* dst, size_t bytes)
   }
   // The copy into the staging buffer joins the recorded batch: still one submit.
   staged_read(b, offset, dst, bytes);
+}
+
+uint64_t Context::read_async(const VkStorage& src, size_t offset, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (capturing_) fail_capturing("a host read");
+  AsyncRead r;
+  r.bytes = bytes;
+  const uint32_t type = device_mapped_ ? device_type_ : staging_type_;
+  if (bytes <= kSlotBytes && !spare_slots_.empty()) {
+    r.slot = spare_slots_.back();
+    spare_slots_.pop_back();
+  } else {
+    r.slot = create_buffer(bytes <= kSlotBytes ? kSlotBytes : size_class(bytes), type, true);
+  }
+  if (bytes > 0) {
+    track({{src.buffer().buffer, false}, {r.slot.buffer, true}});
+    VkBufferCopy region{offset, 0, bytes};
+    vkCmdCopyBuffer(cmd_, src.buffer().buffer, r.slot.buffer, 1, &region);
+    // The host reads the slot once the batch's fence has signalled.
+    auto mb = make<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                         &mb, 0, nullptr, 0, nullptr);
+  }
+  // Descriptor sets come from pools reset at a flush, and timestamps are read there: those
+  // batches are waited for now.
+  if (profiling_ || desc_pool_used_ > 0 || desc_sets_in_pool_ > 0) {
+    flush();
+  } else if (recording_ || !queued_.empty()) {
+    if (recording_) queue_recording();
+    VkFence fence = VK_NULL_HANDLE;
+    if (!spare_fences_.empty()) {
+      fence = spare_fences_.back();
+      spare_fences_.pop_back();
+    } else {
+      auto fi = make<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+      check(vkCreateFence(dev_, &fi, nullptr, &fence), "vkCreateFence");
+    }
+    try {
+      submit(fence);
+    } catch (...) {
+      spare_fences_.push_back(fence);
+      throw;
+    }
+    in_flight_.push_back({++submitted_seq_, fence, std::move(used_)});
+    used_.clear();
+    queued_.clear();
+    touched_.clear();
+    commands_ = 0;
+    after_async_ = true;
+  }
+  r.seq = submitted_seq_;
+  async_reads_.emplace(++last_ticket_, r);
+  return last_ticket_;
+}
+
+void Context::read_wait(uint64_t ticket, void* dst, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  auto it = async_reads_.find(ticket);
+  if (it == async_reads_.end() || it->second.bytes != bytes)
+    throw Error(ErrorKind::Backend,
+                "vulkan: read_wait of ticket " + std::to_string(ticket) +
+                    (it == async_reads_.end() ? ", which is not pending" : " with another size"));
+  const AsyncRead r = it->second;
+  async_reads_.erase(it);
+  try {
+    if (r.seq > done_seq_) retire_in_flight(r.seq);
+  } catch (...) {
+    destroy_buffer(r.slot);
+    throw;
+  }
+  if (bytes > 0) std::memcpy(dst, r.slot.mapped, bytes);
+  if (r.slot.size == kSlotBytes)
+    spare_slots_.push_back(r.slot);
+  else
+    destroy_buffer(r.slot);
 }
 
 void Context::copy(const VkStorage& src, size_t src_offset, const VkStorage& dst, size_t dst_offset,

@@ -49,6 +49,10 @@ void VulkanBackend::copy(const Storage& src, size_t src_offset, Storage& dst, si
   ctx_->copy(vk_storage(src, "copy"), src_offset, vk_storage(dst, "copy"), dst_offset, bytes);
 }
 
+uint64_t VulkanBackend::read_async(const Storage& src, size_t offset, size_t bytes) {
+  return ctx_->read_async(vk_storage(src, "read_async"), offset, bytes);
+}
+
 void VulkanBackend::synchronize() {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
   ctx_->flush();

@@ -46,6 +46,10 @@ class VulkanBackend final : public Backend {
   std::shared_ptr<Graph> end_capture() override { return ctx_->end_capture(); }
   void abort_capture() override { ctx_->abort_capture(); }
   void replay(const Graph& g) override;
+  uint64_t read_async(const Storage& src, size_t offset, size_t bytes) override;
+  void read_wait(uint64_t ticket, void* dst, size_t bytes) override {
+    ctx_->read_wait(ticket, dst, bytes);
+  }
 
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void gelu(const Tensor& x, Tensor& out) override;

@@ -16,6 +16,7 @@
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
+#include "models/gpt2/decode_graph.h"
 
 namespace forge::gpt2 {
 namespace {
@@ -85,26 +86,9 @@ void blocks(Tensor& x2, const std::vector<LayerWeights>& layers, float eps, cons
   }
 }
 
-/// Captured decode steps: off with FORGE_DECODE_GRAPH=0 (to compare, or to profile kernels
-/// one by one; profiling turns them off by itself).
-bool decode_graphs_enabled() {
-  const char* e = std::getenv("FORGE_DECODE_GRAPH");
-  return !(e && std::string(e) == "0");
-}
-
 }  // namespace
 
-/// A decode step (B = 1, T = 1) recorded once and replayed for every token: what changes
-/// between steps, the token and its position, lives in `step` (U32 [2] on the device), which
-/// the host writes before each replay, so the recorded kernels never change.
-struct DecodeGraph {
-  std::vector<std::pair<const Storage*, size_t>> buffers;  // weights and caches it bakes in
-  Tensor step;                                             // {token, position}
-  Tensor logits;                                           // [1, V], rewritten by each replay
-  std::shared_ptr<Graph> graph;
-};
-
-Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
+std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) const {
   const Config& c = config_;
   const Weights& w = weights_;
   Backend& be = backend_for(device_);
@@ -124,36 +108,42 @@ Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
   for (const Tensor& t : w.lm_head) use(t);
   for (const Tensor& t : cache.k_) use(t);
   for (const Tensor& t : cache.v_) use(t);
-  std::shared_ptr<DecodeGraph>& g = cache.graph_;
-  if (!g || g->buffers != buffers) {
-    g.reset();  // frees the old graph's buffers first
-    auto ng = std::make_shared<DecodeGraph>();
-    ng->buffers = std::move(buffers);
-    ng->step = Tensor::empty({2}, DType::U32, device_);  // written before every replay
-    be.synchronize();
-    be.begin_capture();
-    try {
-      const Tensor tok = ng->step.narrow_rows(0, 1);  // [1]
-      const Tensor pos = ng->step.narrow_rows(1, 1);  // [1]
-      Tensor x = w.wte.size() == 1 ? embedding(tok, w.wte[0], DeviceIds::trusted)
-                                   : embedding_chunked(tok, w.wte, DeviceIds::trusted);  // [1, C]
-      add_(x, embedding(pos, w.wpe, DeviceIds::trusted));
-      blocks(x, w.layers, c.eps, [&](size_t i, const Tensor& qkv) {
-        return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, cache.k_[i], cache.v_[i],
-                            pos)
-            .reshape({1, c.n_embd});
-      });
-      ng->logits = lm_head(layernorm(x, w.ln_f_w, w.ln_f_b, c.eps));  // [1, V]
-      ng->graph = be.end_capture();
-    } catch (...) {
-      be.abort_capture();
-      throw;
-    }
-    g = std::move(ng);
+  std::shared_ptr<DecodeGraph>& g = greedy ? cache.greedy_graph_ : cache.graph_;
+  if (g && g->buffers == buffers) return g;
+  g.reset();  // frees the old graph's buffers first
+  auto ng = std::make_shared<DecodeGraph>();
+  ng->buffers = std::move(buffers);
+  ng->step = Tensor::empty({2}, DType::U32, device_);  // written before every replay
+  be.synchronize();
+  be.begin_capture();
+  try {
+    Tensor tok = ng->step.narrow_rows(0, 1);        // [1]
+    const Tensor pos = ng->step.narrow_rows(1, 1);  // [1]
+    Tensor x = w.wte.size() == 1 ? embedding(tok, w.wte[0], DeviceIds::trusted)
+                                 : embedding_chunked(tok, w.wte, DeviceIds::trusted);  // [1, C]
+    add_(x, embedding(pos, w.wpe, DeviceIds::trusted));
+    blocks(x, w.layers, c.eps, [&](size_t i, const Tensor& qkv) {
+      return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, cache.k_[i], cache.v_[i],
+                          pos)
+          .reshape({1, c.n_embd});
+    });
+    ng->logits = lm_head(layernorm(x, w.ln_f_w, w.ln_f_b, c.eps));  // [1, V]
+    // Greedy: the chosen id becomes the next step's token, on the device.
+    if (greedy) argmax_rows_into(ng->logits, tok);
+    ng->graph = be.end_capture();
+  } catch (...) {
+    be.abort_capture();
+    throw;
   }
+  g = std::move(ng);
+  return g;
+}
+
+Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
+  const std::shared_ptr<DecodeGraph> g = decode_graph(cache, /*greedy=*/false);
   const int64_t pos = cache.length_;
   g->step.copy_from(std::vector<uint32_t>{token, static_cast<uint32_t>(pos)});
-  be.replay(*g->graph);
+  backend_for(device_).replay(*g->graph);
   cache.length_ = pos + 1;
   // A copy the caller owns (the graph's logits are rewritten by the next replay); it joins
   // the same submit.

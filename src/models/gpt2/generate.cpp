@@ -125,16 +125,21 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
   };
 
   // Greedy without a repetition penalty takes the argmax on the model's device (the same id
-  // as the sampler's; a GPU reads back 4 bytes, not the logits); the rest samples on the host.
+  // as the sampler's; a GPU reads back 4 bytes, not the logits), and its decode steps run
+  // through a GreedyDecoder (on a GPU the device feeds each token to the next step itself);
+  // the rest samples on the host.
   const bool device_argmax = o.sampling.is_greedy() && o.sampling.repeat_penalty == 1.0f;
-  auto pick = [&](const Tensor& logits) {
-    if (device_argmax) return forge::argmax_rows(logits).to_vector<uint32_t>()[0];
-    return sampler.sample(logits.to_vector<float>(), context);
-  };
+  std::optional<GreedyDecoder> greedy;
   auto t0 = Clock::now();
   Tensor logits = model.forward_cached(Tensor::from_vector(context, {1, P}), cache);
   for (;;) {
-    const uint32_t id = pick(logits);
+    uint32_t id = 0;
+    if (!r.ids.empty() && greedy)
+      id = greedy->next();
+    else if (device_argmax)
+      id = forge::argmax_rows(logits).to_vector<uint32_t>()[0];
+    else
+      id = sampler.sample(logits.to_vector<float>(), context);
     if (r.ids.empty())
       r.prefill_seconds = seconds_since(t0);
     else
@@ -167,7 +172,10 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
       break;
     }
     t0 = Clock::now();
-    logits = model.forward_cached(Tensor::from_vector(std::vector<uint32_t>{id}, {1, 1}), cache);
+    if (device_argmax && !greedy)  // every step the cache has room for (see its capacity)
+      greedy.emplace(model, cache, id, cache.capacity() - cache.length());
+    if (!greedy)
+      logits = model.forward_cached(Tensor::from_vector(std::vector<uint32_t>{id}, {1, 1}), cache);
     ++r.decode_steps;
   }
   // Whatever was held back is final now: an incomplete UTF-8 tail, or the start of a stop

@@ -1,0 +1,109 @@
+// Greedy decoding with the next token chosen and fed back on the device (GreedyDecoder).
+//
+// On a GPU that can capture, a step is the cache's greedy graph: the decode step, then the
+// argmax of its logits written over its own input token. The host writes only the position
+// before each replay and reads the chosen token back without waiting for the steps queued
+// after it (Backend::read_async), so next() queues step n + 1 and then waits for step n:
+// the device goes from one step to the next while the host handles the token.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "forge/backend.h"
+#include "forge/error.h"
+#include "forge/gpt2.h"
+#include "forge/ops.h"
+#include "models/gpt2/decode_graph.h"
+
+namespace forge::gpt2 {
+namespace {
+
+constexpr const char* kFn = "gpt2::GreedyDecoder";
+// Steps queued on the device at once: the one whose token next() waits for and the one
+// after it.
+constexpr int64_t kAhead = 2;
+
+[[noreturn]] void fail(ErrorKind kind, const std::string& what) {
+  throw Error(kind, std::string(kFn) + ": " + what);
+}
+
+}  // namespace
+
+GreedyDecoder::GreedyDecoder(const Model& model, KVCache& cache, uint32_t token, int64_t max_steps)
+    : model_(model), cache_(cache), token_(token), start_(cache.length_), max_steps_(max_steps) {
+  const Config& c = model.config();
+  if (cache.n_layer_ != c.n_layer || cache.n_head_ != c.n_head || cache.head_dim_ != c.head_dim())
+    fail(ErrorKind::Shape, "the KV cache was made for another model shape");
+  if (cache.device_ != model.device())
+    fail(ErrorKind::Device,
+         "the KV cache is on " + cache.device_.str() + ", the model on " + model.device().str());
+  if (cache.batch_ != 1)
+    fail(ErrorKind::Shape,
+         "decodes one sequence; the KV cache holds " + std::to_string(cache.batch_));
+  if (static_cast<int64_t>(token) >= c.vocab_size)
+    fail(ErrorKind::Range,
+         "token id " + std::to_string(token) +
+             " is outside the vocabulary (vocab_size = " + std::to_string(c.vocab_size) + ")");
+  if (max_steps < 0 || max_steps > cache.capacity_ - cache.length_)
+    fail(ErrorKind::Range, std::to_string(max_steps) + " steps after " +
+                               std::to_string(cache.length_) +
+                               " cached positions: the cache has room for " +
+                               std::to_string(cache.capacity_ - cache.length_));
+  if (max_steps > 0 && backend_for(model.device()).can_capture() && decode_graphs_enabled())
+    graph_ = model.decode_graph(cache, /*greedy=*/true);
+}
+
+GreedyDecoder::~GreedyDecoder() {
+  // Tokens of steps queued past the last one returned: read and dropped (their positions
+  // stay outside the cache's length).
+  Backend& be = backend_for(model_.device());
+  for (uint64_t t : tickets_) {
+    uint32_t unused = 0;
+    try {
+      be.read_wait(t, &unused, sizeof unused);
+    } catch (...) {  // a failing device: nothing left to release
+    }
+  }
+}
+
+void GreedyDecoder::queue() {
+  Backend& be = backend_for(model_.device());
+  const auto pos = static_cast<uint32_t>(start_ + queued_);
+  if (queued_ == 0)
+    graph_->step.copy_from(std::vector<uint32_t>{token_, pos});
+  else  // the token is the one the step before chose, already in place
+    graph_->step.narrow_rows(1, 1).copy_from(std::vector<uint32_t>{pos});
+  be.replay(*graph_->graph);
+  tickets_.push_back(be.read_async(*graph_->step.storage(),
+                                   graph_->step.offset() * sizeof(uint32_t), sizeof(uint32_t)));
+  ++queued_;
+}
+
+uint32_t GreedyDecoder::next() {
+  if (done_ == max_steps_)
+    fail(ErrorKind::Range, "all " + std::to_string(max_steps_) + " steps are done");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto host_done = [&] {
+    host_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  if (!graph_) {
+    const Tensor logits =
+        model_.forward_cached(Tensor::from_vector(std::vector<uint32_t>{token_}, {1, 1}), cache_);
+    const Tensor picked = argmax_rows(logits);
+    host_done();
+    token_ = picked.to_vector<uint32_t>()[0];
+    ++done_;
+    return token_;
+  }
+  while (queued_ < max_steps_ && queued_ - done_ < kAhead) queue();
+  host_done();
+  uint32_t id = 0;
+  const uint64_t ticket = tickets_.front();
+  tickets_.erase(tickets_.begin());
+  backend_for(model_.device()).read_wait(ticket, &id, sizeof id);
+  ++done_;
+  cache_.length_ = start_ + done_;
+  return id;
+}
+
+}  // namespace forge::gpt2
