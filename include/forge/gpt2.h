@@ -182,6 +182,9 @@ class Model {
   // (`head` false) or logits; of every position (`all`) or only the last one ([B, *]).
   Tensor run(const Tensor& ids, KVCache* cache, bool head, bool all, const char* fn) const;
   friend class GreedyDecoder;
+  // Error(Shape) for a cache made for another model shape, Error(Device) for one on another
+  // device; `fn` names the caller.
+  void check_cache(const KVCache& cache, const char* fn) const;
   // The cache's captured batch-1 decode step (recorded on first use, again when the
   // weights' or caches' buffers change); `greedy`: the step that writes its argmax into its
   // own token (GreedyDecoder), else the one whose logits the caller reads.

@@ -139,6 +139,15 @@ std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) co
   return g;
 }
 
+void Model::check_cache(const KVCache& cache, const char* fn) const {
+  const Config& c = config_;
+  if (cache.n_layer_ != c.n_layer || cache.n_head_ != c.n_head || cache.head_dim_ != c.head_dim())
+    fail(fn, ErrorKind::Shape, "the KV cache was made for another model shape");
+  if (cache.device_ != device_)
+    fail(fn, ErrorKind::Device,
+         "the KV cache is on " + cache.device_.str() + ", the model on " + device_.str());
+}
+
 Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
   const std::shared_ptr<DecodeGraph> g = decode_graph(cache, /*greedy=*/false);
   const int64_t pos = cache.length_;
@@ -159,11 +168,7 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
   const int64_t C = c.n_embd, H = c.n_head;
   const int64_t pos = cache ? cache->length_ : 0;
   if (cache) {
-    if (cache->n_layer_ != c.n_layer || cache->n_head_ != H || cache->head_dim_ != c.head_dim())
-      fail(fn, ErrorKind::Shape, "the KV cache was made for another model shape");
-    if (cache->device_ != device_)
-      fail(fn, ErrorKind::Device,
-           "the KV cache is on " + cache->device_.str() + ", the model on " + device_.str());
+    check_cache(*cache, fn);
     if (B != cache->batch_)
       fail(fn, ErrorKind::Shape,
            "ids have batch " + std::to_string(B) + ", the KV cache holds " +

@@ -134,7 +134,7 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
   Tensor logits = model.forward_cached(Tensor::from_vector(context, {1, P}), cache);
   for (;;) {
     uint32_t id = 0;
-    if (!r.ids.empty() && greedy)
+    if (greedy)  // made after the first id, from the prefill's logits
       id = greedy->next();
     else if (device_argmax)
       id = forge::argmax_rows(logits).to_vector<uint32_t>()[0];

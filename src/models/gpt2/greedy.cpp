@@ -32,11 +32,7 @@ constexpr int64_t kAhead = 2;
 GreedyDecoder::GreedyDecoder(const Model& model, KVCache& cache, uint32_t token, int64_t max_steps)
     : model_(model), cache_(cache), token_(token), start_(cache.length_), max_steps_(max_steps) {
   const Config& c = model.config();
-  if (cache.n_layer_ != c.n_layer || cache.n_head_ != c.n_head || cache.head_dim_ != c.head_dim())
-    fail(ErrorKind::Shape, "the KV cache was made for another model shape");
-  if (cache.device_ != model.device())
-    fail(ErrorKind::Device,
-         "the KV cache is on " + cache.device_.str() + ", the model on " + model.device().str());
+  model.check_cache(cache, kFn);
   if (cache.batch_ != 1)
     fail(ErrorKind::Shape,
          "decodes one sequence; the KV cache holds " + std::to_string(cache.batch_));
