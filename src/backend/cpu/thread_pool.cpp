@@ -33,9 +33,18 @@ class Pool {
   explicit Pool(int n) { start(n); }
   ~Pool() { stop(); }
 
-  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  // Read without a lock by parallel_for (to split its range): a stale value only changes
+  // how the work is cut, never what is computed.
+  int size() const { return size_.load(std::memory_order_relaxed); }
 
+  // Waits for the parallel region in progress (if any): workers are never replaced while
+  // they may hold a task. From inside a task it would wait for itself, so it throws.
   void resize(int n) {
+    if (t_inside_task)
+      throw Error(ErrorKind::Backend,
+                  "threads: set_num_threads called from inside a parallel task (it would wait "
+                  "for the region that runs it)");
+    std::lock_guard<std::mutex> run_lock(run_mutex_);
     if (n == size()) return;
     stop();
     start(n);
@@ -43,11 +52,17 @@ class Pool {
 
   void run(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
     if (n_tasks <= 0) return;
-    if (n_tasks == 1 || workers_.empty() || t_inside_task) {
+    if (n_tasks == 1 || t_inside_task) {  // nested regions run serially, in their task
       for (int64_t t = 0; t < n_tasks; ++t) fn(t);
       return;
     }
-    std::lock_guard<std::mutex> run_lock(run_mutex_);  // one parallel region at a time
+    // One parallel region at a time; resize() waits for it.
+    std::unique_lock<std::mutex> run_lock(run_mutex_);
+    if (workers_.empty()) {
+      run_lock.unlock();
+      for (int64_t t = 0; t < n_tasks; ++t) fn(t);
+      return;
+    }
     auto job = std::make_shared<Job>();
     job->fn = &fn;
     job->n_tasks = n_tasks;
@@ -89,6 +104,7 @@ class Pool {
     // otherwise miss a run() or stop() issued meanwhile and wait forever (a hang at exit).
     const uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, gen] { loop(i, gen); });
+    size_.store(n, std::memory_order_relaxed);
   }
 
   void stop() {
@@ -143,7 +159,8 @@ class Pool {
     }
   }
 
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_;  // changed only under run_mutex_
+  std::atomic<int> size_{1};
   std::mutex run_mutex_;
   std::mutex mutex_;  // guards job_, wanted_, stopping_
   std::condition_variable cv_;
