@@ -335,7 +335,7 @@ void VulkanBackend::argmax_rows(const Tensor& x, Tensor& o) {
   constexpr int64_t kSpan = 2048;
   int64_t groups = (V + kSpan - 1) / kSpan;
   const int64_t room = static_cast<int64_t>(work_->bytes() / 4) - kWorkCounters;
-  if (R > kWorkCounters || 2 * R * groups > room) groups = 1;
+  if (R > kRowCounters || 2 * R * groups > room) groups = 1;
   const int64_t span = groups == 1 ? V : kSpan;
   uint32_t gx = 0, gy = 0;
   ctx_->groups_1d(static_cast<uint64_t>(R * groups), gx, gy);
@@ -440,7 +440,7 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
     if (const int64_t forced = forced_attention_splits()) splits = std::min(forced, chunks);
     // The work buffer: kWorkCounters counters, then the partials (2 + hd floats each).
     const int64_t room = static_cast<int64_t>(work_->bytes() / 4) - kWorkCounters;
-    if (queries > kWorkCounters) splits = 1;
+    if (queries > kRowCounters) splits = 1;
     splits = std::max<int64_t>(1, std::min(splits, room / (queries * (hd + 2))));
     const std::vector<uint32_t> params = {
         u(T),  u(n_head), u(hd), u(cap), u(pos), (cached ? 1u : 0u) | (pos_at ? 2u : 0u),
@@ -617,11 +617,13 @@ void VulkanBackend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a
   const uint64_t groups1 = static_cast<uint64_t>(narrow ? (N1 + 7) / 8 : (N1 + 15) / 16);
   const uint64_t groups2 = static_cast<uint64_t>((N2 + 15) / 16);
   const ChainMode mode = chain_mode(ctx_->discrete());
-  const bool fits = ctx_->max_bindings() >= kGemvChainBindings && x.rank() == 2 && x.dim(0) == 1 &&
-                    a.rank() == 2 && w1.rank() == 2 && w2.rank() == 2 && b1.defined() &&
-                    !spec2.trans_a && !spec2.trans_b && spec2.alpha == 1.0f &&
-                    (spec2.b_rows == 0 || spec2.b_rows == w2.dim(0)) && N1 <= kLnGemvMaxK &&
-                    N1 % 4 == 0 && N2 % 4 == 0 && w1.offset() % 4 == 0 && w2.offset() % 4 == 0 &&
+  // (Its done count holds the dispatch's workgroups in 16 bits.)
+  const bool fits = groups1 + groups2 < 65536 && ctx_->max_bindings() >= kGemvChainBindings &&
+                    x.rank() == 2 && x.dim(0) == 1 && a.rank() == 2 && w1.rank() == 2 &&
+                    w2.rank() == 2 && b1.defined() && !spec2.trans_a && !spec2.trans_b &&
+                    spec2.alpha == 1.0f && (spec2.b_rows == 0 || spec2.b_rows == w2.dim(0)) &&
+                    N1 <= kLnGemvMaxK && N1 % 4 == 0 && N2 % 4 == 0 && w1.offset() % 4 == 0 &&
+                    w2.offset() % 4 == 0 &&
                     groups1 + groups2 <= ctx_->limits().maxComputeWorkGroupCount[0];
   if (mode == ChainMode::off || !fits) {
     Backend::matmul_add_layernorm_matmul(x, a, w1, b1, gamma, beta, eps, w2, b2, spec2, x_new, o);

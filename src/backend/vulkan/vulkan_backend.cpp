@@ -58,6 +58,17 @@ void VulkanBackend::synchronize() {
   ctx_->flush();
 }
 
+ChainCounts VulkanBackend::take_chain_counts() {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  // gemv_chain's report words: the last two of the counter region.
+  const size_t offset = static_cast<size_t>(kWorkCounters - 2) * 4;
+  uint32_t words[2] = {0, 0};
+  ctx_->read(*work_, offset, words, sizeof words);
+  const uint32_t zeros[2] = {0, 0};
+  ctx_->write(*work_, offset, zeros, sizeof zeros);
+  return {words[0], words[1]};
+}
+
 void VulkanBackend::set_profiling(bool on) { ctx_->set_profiling(on); }
 
 std::vector<KernelTime> VulkanBackend::kernel_times() { return ctx_->profile(); }

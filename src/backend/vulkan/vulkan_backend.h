@@ -16,19 +16,34 @@ namespace forge::vk {
 /// attention_decode.comp's bindings and workgroups wanted per call.
 constexpr uint32_t kAttnDecodeBindings = 6;
 constexpr int64_t kAttnGroups = 256;
-/// Arrival counters at the start of the work buffer (the shaders' COUNTERS).
+/// Arrival counters at the start of the work buffer (the shaders' COUNTERS): per-row ones
+/// of attention_decode and argmax_rows in the first kRowCounters, gemv_chain's in the last 4.
 constexpr int64_t kWorkCounters = 16384;
+constexpr int64_t kRowCounters = kWorkCounters - 4;
 /// gemv_chain.comp's bindings.
 constexpr uint32_t kGemvChainBindings = 11;
 /// gemv_n_ln's shared row (its xs[]).
 constexpr int64_t kLnGemvMaxK = 2048;
 
+/// What gemv_chain's second-phase workgroups did, summed over its dispatches (modulo 2^32).
+struct ChainCounts {
+  uint64_t consumed = 0;    // read the first phase's x_out once every workgroup had written it
+  uint64_t recomputed = 0;  // gave up waiting (or never waited: FORGE_VULKAN_CHAIN=solo) and
+                            // computed x_out themselves
+};
+
 class VulkanBackend final : public Backend {
  public:
   explicit VulkanBackend(int index);
   Context& context() { return *ctx_; }
+  /// The counts since the last call (finishes the queued work first), and resets them.
+  ChainCounts take_chain_counts();
 
   DeviceInfo info() const override;
+  /// All ops but attention_at on devices binding fewer than kAttnDecodeBindings buffers.
+  bool supports(std::string_view op) const override {
+    return op != "attention_at" || ctx_->max_bindings() >= kAttnDecodeBindings;
+  }
   std::shared_ptr<Storage> allocate(size_t bytes) override;
   std::shared_ptr<Storage> allocate_zeros(size_t bytes) override;
   void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) override;

@@ -15,12 +15,28 @@
 // the dispatch's workgroups together the poll ends when phase 1 does. Flag 32 (tests)
 // makes every phase-2 workgroup compute x_out itself.
 //
-// Memory order: a phase-1 workgroup writes x_out, then (memoryBarrierBuffer, barrier) counts
-// itself; a phase-2 workgroup that reads the full count orders its x_out reads after it with
-// memoryBarrierBuffer (both buffers coherent). Every workgroup counts itself once more when
-// done; the last of all resets both counters to 0 for the next dispatch (no workgroup can
-// still be polling then). The counters: the work buffer's [ow + kCounters - 4, + 2), apart
-// from the per-row counters other kernels keep at its start.
+// The hand-off, by the rules of the Vulkan memory model (its appendix: they bind every
+// shader; x_out is coherent, which that appendix maps to an availability operation after
+// each store and a visibility operation before each load, for the whole queue family, so
+// for every invocation of the dispatch):
+//   phase 1: a workgroup control barrier with buffer acquire-release puts every
+//     invocation's x_out store before invocation 0's increment of the count, a release at
+//     device scope.
+//   phase 2: invocation 0 polls the count with relaxed loads; once it has read the full
+//     count, an acquire fence at device scope synchronizes with every phase-1 release (the
+//     increments are read-modify-writes, so the last one continues each earlier one's
+//     release sequence); a workgroup control barrier with buffer acquire-release puts
+//     the other invocations' x_out loads after that fence.
+// (The shader does not declare the model itself, #pragma use_vulkan_memory_model: so
+// declared, with devicecoherent, the variant for rows past 768 left its outputs unwritten
+// on lavapipe (Mesa 22.3) when its batch's fence had signalled.)
+// Every workgroup counts itself once more when done (with whether it consumed x_out or
+// computed it itself in the high half); the last of all adds the dispatch's two counts to
+// the report words and resets both counters to 0 for the next dispatch (no workgroup is
+// still polling then). The words, from ow + kCounters - 4: the phase-1 count, the done
+// count, then the report (second-phase workgroups that consumed phase 1's x_out; that
+// computed it themselves), which only the host resets (VulkanBackend::take_chain_counts);
+// apart from the per-row counters other kernels keep at the work buffer's start.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_memory_scope_semantics : require
 #include "common.glsl"
@@ -37,7 +53,7 @@ layout(std430, binding = 6) readonly buffer Bias2 { float bias2[]; };
 layout(std430, binding = 7) writeonly buffer O2 { float o2[]; };
 layout(std430, binding = 8) readonly buffer Gamma { float gamma[]; };
 layout(std430, binding = 9) readonly buffer Beta { float beta[]; };
-layout(std430, binding = 10) coherent buffer W { uint w[]; };
+layout(std430, binding = 10) buffer W { uint w[]; };  // atomics only
 layout(push_constant) uniform P {
   uint oa1, ob1, obias1, oxin, oxout, ob2, obias2, oo2, ogamma, obeta, ow;
   uint N1, K1, N2;
@@ -65,11 +81,13 @@ shared float p16b[32][16];
 shared float p16c[8][16];
 
 const uint kPhase1Done = kCounters - 4u, kAllDone = kCounters - 3u;  // offsets from ow
+const uint kConsumed = kCounters - 2u, kRecomputed = kCounters - 1u;
+const uint kRecomputedOne = 65536u;  // a done count's high half: workgroups that recomputed
 
 // t == 0: polls the phase-1 count until every phase-1 workgroup is in it (at most kPolls
-// reads; none with flag 32); every invocation: whether it came. Relaxed atomic loads: plain
-// loads that reach L2 (a poll by atomic add would contend with the adds it waits for, and
-// spirv-opt deletes a loop of volatile loads).
+// reads; none with flag 32); every invocation: whether it came. Relaxed atomic loads reach
+// L2 (a poll by atomic add would contend with the adds it waits for, and spirv-opt deletes
+// a loop of volatile loads); one acquire fence after the load that saw the full count.
 bool wait_for_phase1() {
   const uint t = gl_LocalInvocationID.x;
   if (t == 0u) {
@@ -80,22 +98,37 @@ bool wait_for_phase1() {
                           gl_SemanticsRelaxed);
         if (done >= p.groups1) break;
       }
+    if (done >= p.groups1)
+      memoryBarrier(gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
     flag = done >= p.groups1 ? 1u : 0u;
   }
-  barrier();
-  const bool ready = flag != 0u;
-  memoryBarrierBuffer();
-  return ready;
+  // Invocation 0's acquire, then every invocation's x_out loads; flag (shared) with them.
+  controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup,
+                 gl_StorageSemanticsBuffer | gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
+  return flag != 0u;
 }
 
-// Counts this workgroup as done; the last of the dispatch resets the counters.
-void finish() {
+// Counts this workgroup as done (recomputed: a phase-2 workgroup that computed x_out
+// itself); the last of the dispatch reports the counts and resets the counters. Relaxed:
+// the counts are read-modify-writes, exact in any order, and no data passes through them
+// (at worst a poller could read the reset 0, keep polling and recompute x_out itself:
+// still the right result, and counted as recomputed).
+void finish(bool recomputed) {
   barrier();
-  if (gl_LocalInvocationID.x == 0u &&
-      atomicAdd(w[p.ow + kAllDone], 1u) == p.groups1 + p.groups2 - 1u) {
-    w[p.ow + kPhase1Done] = 0u;
-    w[p.ow + kAllDone] = 0u;
-  }
+  if (gl_LocalInvocationID.x != 0u) return;
+  const uint mine = recomputed ? kRecomputedOne + 1u : 1u;
+  const uint before = atomicAdd(w[p.ow + kAllDone], mine, gl_ScopeDevice,
+                                gl_StorageSemanticsBuffer, gl_SemanticsRelaxed);
+  if ((before & 0xFFFFu) != p.groups1 + p.groups2 - 1u) return;
+  const uint redone = (before + mine) >> 16u;
+  atomicAdd(w[p.ow + kConsumed], p.groups2 - redone, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+            gl_SemanticsRelaxed);
+  atomicAdd(w[p.ow + kRecomputed], redone, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+            gl_SemanticsRelaxed);
+  atomicStore(w[p.ow + kPhase1Done], 0u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+              gl_SemanticsRelaxed);
+  atomicStore(w[p.ow + kAllDone], 0u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+              gl_SemanticsRelaxed);
 }
 
 // xs = layernorm(x_out) with x_out read from the buffer (ready) or from xs, where the
@@ -228,7 +261,7 @@ void x_out_into_xs(uint t, uint q, uint h) {
 
 // Phase 2 of the workgroup owning columns n0 .. n0 + 15; returns column n0 + t (t < 16)
 // of epilogue(layernorm(x_out) @ W2 + b2), as gemv_n_ln computes it.
-float phase2(uint n0, uint t, uint q, uint h) {
+float phase2(uint n0, uint t, uint q, uint h, out bool ready) {
   const uint n = n0 + 8u * h, K = p.N1;
   const bool mine = t < 16u && n0 + t < p.N2;
   const float e_bias = mine && (p.flags2 & 4u) != 0u ? bias2[p.obias2 + n0 + t] : 0.0;
@@ -237,7 +270,7 @@ float phase2(uint n0, uint t, uint q, uint h) {
   vec4 pre_lo[kPrefetch], pre_hi[kPrefetch];
   [[unroll]] for (uint u = 0u; u < kPrefetch; ++u)
     load_w2_row(n, q + u * kPairs, pre_lo[u], pre_hi[u]);
-  const bool ready = wait_for_phase1();
+  ready = wait_for_phase1();
   if (!ready) x_out_into_xs(t, q, h);
   normalize_into_xs(ready, t);
   // gemv_n_ln's one step of kUnroll rows for K <= 768; its rows 6 and 7 are past K and add
@@ -249,7 +282,7 @@ float phase2(uint n0, uint t, uint q, uint h) {
     hi += av * pre_hi[u];
   }
 #else
-  const bool ready = wait_for_phase1();
+  ready = wait_for_phase1();
   if (!ready) x_out_into_xs(t, q, h);
   normalize_into_xs(ready, t);
   // gemv_n_ln's steps of kUnroll rows (rows past K add zeros), loaded 4 rows at a time.
@@ -280,20 +313,25 @@ void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint q = t >> 1u, h = t & 1u;
   const uint item = flat_group();
+  bool recomputed = false;
   if (item < p.groups1) {
     const uint n0 = item * ((p.flags2 & kFlagNarrow) != 0u ? 8u : 16u);
     bool mine;
     uint col;
     const float v = phase1(n0, t, q, h, mine, col);
     if (mine) x_out[p.oxout + col] = v;
-    // x_out's columns written, then counted.
-    memoryBarrierBuffer();
-    barrier();
-    if (t == 0u) atomicAdd(w[p.ow + kPhase1Done], 1u);
+    // Every invocation's store, then invocation 0's release.
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup, gl_StorageSemanticsBuffer,
+                   gl_SemanticsAcquireRelease);
+    if (t == 0u)
+      atomicAdd(w[p.ow + kPhase1Done], 1u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+                gl_SemanticsRelease);
   } else {
     const uint n0 = (item - p.groups1) * 16u;
-    const float v = phase2(n0, t, q, h);
+    bool ready;
+    const float v = phase2(n0, t, q, h, ready);
+    recomputed = !ready;
     if (t < 16u && n0 + t < p.N2) o2[p.oo2 + n0 + t] = v;
   }
-  finish();
+  finish(recomputed);
 }
