@@ -5,8 +5,9 @@
 //                        scatter_add_rows, sumsq, layernorm dgamma/dbeta): float32 rounding
 //                        grows with what is summed, and the reference reports that sum;
 //   probabilities        relative (softmax 1e-4, softmax_bwd and ce_bwd 1e-3 of the element's
-//                        own magnitude): with V = 50257 every probability is ~2e-5, below any
-//                        absolute tolerance worth having;
+//                        own magnitude, over a floor at float32's underflow): with V = 50257
+//                        every probability is ~2e-5, below any absolute tolerance worth
+//                        having (a 1e-6 floor let a softmax missing 512 of its columns pass);
 //   data movement        exact (embedding, heads, kv_append, attention's cache rows), and
 //                        masked/dropped entries exactly 0.
 // Inputs are uniform [-2, 2] unless a case says otherwise; ids are in range, with the first
@@ -76,6 +77,11 @@ using RefFn = std::function<Exp(const Inputs&)>;
 
 constexpr double kFwdTol = 1e-4;
 constexpr double kBwdTol = 1e-3;
+// The absolute floor under bounds relative to each element: 4x float32's smallest normal
+// (1.18e-38). Below it a float32 result keeps no relative precision (it is subnormal or
+// flushed to 0), e.g. exp(-160) in a softmax row of range 80; every other value of the
+// cases lies orders of magnitude above it (softmax over 50257 columns: ~1e-7 and up).
+constexpr double kUnderflowFloor = 4.0 * 1.1754943508222875e-38;
 
 int64_t numel(const Dims& d) {
   int64_t n = 1;
@@ -649,7 +655,7 @@ void add_softmax(Cases& cs) {
         [d, causal, offset](const Inputs& x) {
           Expected e;
           e.value = ref::softmax(W(x[0]), d, causal, offset);
-          for (double v : e.value) e.tol.push_back(v == 0.0 ? 0.0 : 1e-6 + kFwdTol * v);
+          for (double v : e.value) e.tol.push_back(v == 0.0 ? 0.0 : kFwdTol * v + kUnderflowFloor);
           return Exp{e};
         });
     if (c.range != 2.0f) continue;
@@ -1187,11 +1193,13 @@ void add_training(Cases& cs) {
           [V, s](const Inputs& x) {
             Expected e;
             e.value = ref::ce_bwd(W(x[0]), x[1].u32, V, s);
-            // Relative to the probability (the onehot's -1 adds only one rounding).
+            // Relative to the probability; at the target the onehot's -1 adds one rounding
+            // at magnitude 1 (2^-24, twice for the scale's product).
             for (size_t i = 0; i < e.value.size(); ++i) {
               const bool target = static_cast<int64_t>(i) % V == x[1].u32[i / sz(V)];
               const double p = e.value[i] / s + (target ? 1.0 : 0.0);
-              e.tol.push_back(std::fabs(s) * (kBwdTol * p + 1e-6));
+              e.tol.push_back(std::fabs(s) * (kBwdTol * p + (target ? 0x1p-23 : 0.0)) +
+                              kUnderflowFloor);
             }
             return Exp{e};
           });

@@ -15,9 +15,11 @@
 #include <ostream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "ci.h"
 #include "forge/forge.h"
 #include "op_cases.h"
 #include "reference.h"
@@ -72,8 +74,9 @@ std::string sanitize(const std::string& s) {
 }
 
 /// Uploads a case's inputs to `device`, runs it, and checks that inputs the op does not own
-/// came back untouched. Unsupported on a non-CPU device skips; on the CPU (which defines
-/// the semantics) it fails.
+/// came back untouched. Unsupported skips only where the device's backend declares that it
+/// lacks the op (Backend::supports); anywhere else, the CPU (which defines the semantics)
+/// included, it fails.
 bool run_case(const OpCase& c, const std::vector<HostTensor>& inputs, Device device,
               std::vector<std::vector<float>>& outputs, bool& skipped) {
   skipped = false;
@@ -82,13 +85,15 @@ bool run_case(const OpCase& c, const std::vector<HostTensor>& inputs, Device dev
   try {
     outputs = c.run(tensors);
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::Unsupported && !device.is_cpu()) {
+    if (e.kind() == ErrorKind::Unsupported && !backend_for(device).supports(c.op)) {
       skipped = true;
       return false;
     }
     ADD_FAILURE() << c.name << " on " << device.str() << " threw: " << e.what();
     return false;
   }
+  EXPECT_TRUE(backend_for(device).supports(c.op))
+      << device.str() << " ran " << c.op << ", which its backend declares it lacks";
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (std::find(c.mutates.begin(), c.mutates.end(), static_cast<int>(i)) != c.mutates.end())
       continue;
@@ -177,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpReference, ::testing::ValuesIn(reference_para
 class OpParity : public ::testing::TestWithParam<CaseOnDevice> {};
 
 TEST_P(OpParity, MatchesCpu) {
-  if (GetParam().placeholder) GTEST_SKIP() << "only the CPU backend is built: nothing to compare";
+  if (GetParam().placeholder) FORGE_SKIP_NO_VULKAN("no device besides the CPU: nothing to compare");
   const OpCase& c = op_cases()[GetParam().index];
   const Device device = GetParam().device;
   SCOPED_TRACE(c.name + ": " + device.str() + " vs cpu");
@@ -255,7 +260,7 @@ class OpTiles : public ::testing::TestWithParam<TileCase> {};
 
 TEST_P(OpTiles, MatchFloat64) {
   const TileCase& p = GetParam();
-  if (p.placeholder) GTEST_SKIP() << "only the CPU backend is built: no tile kernels to force";
+  if (p.placeholder) FORGE_SKIP_NO_VULKAN("no device besides the CPU: no tile kernels to force");
   const OpCase& c = matmul_flag_cases()[p.index];
   SCOPED_TRACE(c.name + " on " + p.device.str() + ", tile " + p.tile + ", split k " + p.split);
   const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", p.tile);
@@ -337,6 +342,50 @@ TEST(OpCases, InputsAreDeterministic) {
       EXPECT_EQ(a[i].f32, b[i].f32) << c.name;
       EXPECT_EQ(a[i].u32, b[i].u32) << c.name;
     }
+  }
+}
+
+const OpCase& case_named(const std::string& name) {
+  for (const OpCase& c : op_cases())
+    if (c.name == name) return c;
+  throw std::runtime_error("no op case " + name);
+}
+
+std::vector<float> narrow(const ref::Vec& v) { return std::vector<float>(v.begin(), v.end()); }
+
+// The tolerances must fail what a wrong kernel would output, not only pass a right one.
+// Mutants of the 50257-column cases: a softmax whose row sums miss one partial of 512
+// columns (its outputs ~1% too large: under the absolute floor of 1e-6 the bound had
+// before, every one of these probabilities of ~2e-5 passed), and ce_bwd with its scale 2%
+// off.
+TEST(OpCases, TolerancesRejectWrongKernels) {
+  {
+    const OpCase& c = case_named("softmax/plain/2x50257");
+    const std::vector<HostTensor> in = c.inputs();
+    const Expected want = c.reference(in)[0];
+    EXPECT_TRUE(close("the reference rounded to float", narrow(want.value), want));
+    constexpr size_t V = 50257;
+    ref::Vec mutant(want.value.size());
+    for (size_t r = 0; r < 2; ++r) {
+      const float* x = in[0].f32.data() + r * V;
+      const double mx = *std::max_element(x, x + V);
+      double sum = 0.0, partial = 0.0;
+      for (size_t j = 0; j < V; ++j) {
+        const double e = std::exp(x[j] - mx);
+        sum += e;
+        if (j >= 512 && j < 1024) partial += e;
+      }
+      for (size_t j = 0; j < V; ++j) mutant[r * V + j] = std::exp(x[j] - mx) / (sum - partial);
+    }
+    EXPECT_FALSE(close("softmax missing a 512-column partial", narrow(mutant), want));
+  }
+  for (const char* name : {"ce_bwd/scale=0.333333/3x50257", "ce_bwd/scale=2.5/3x50257"}) {
+    const OpCase& c = case_named(name);
+    const Expected want = c.reference(c.inputs())[0];
+    EXPECT_TRUE(close("the reference rounded to float", narrow(want.value), want)) << name;
+    ref::Vec mutant = want.value;
+    for (double& v : mutant) v *= 1.02;
+    EXPECT_FALSE(close("ce_bwd with its scale 2% off", narrow(mutant), want)) << name;
   }
 }
 

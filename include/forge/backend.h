@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,13 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual DeviceInfo info() const = 0;
+  /// Whether this device runs the op named `op` (as ops.h names it) at all. For an op it
+  /// supports, a kernel throws Error(Unsupported) only for sizes past its limits (stated
+  /// where it throws), never for the op itself: the op harness fails one that does.
+  virtual bool supports(std::string_view op) const {
+    (void)op;
+    return true;
+  }
   /// Uninitialized storage of `bytes` bytes on this device.
   virtual std::shared_ptr<Storage> allocate(size_t bytes) = 0;
   /// Zero-filled storage.
