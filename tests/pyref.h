@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "ci.h"
+
 namespace forge::test {
 
 inline const char* python_path() { return "/usr/bin/python3"; }
@@ -23,13 +25,10 @@ inline bool torch_available() {
 }
 
 /// Skips (or fails under CI) the current test when torch is missing.
-#define FORGE_REQUIRE_TORCH()                                                         \
-  do {                                                                                \
-    if (!::forge::test::torch_available()) {                                          \
-      const char* ci = std::getenv("CI");                                             \
-      if (ci && std::string(ci) == "true") FAIL() << "python3-torch missing under CI"; \
-      GTEST_SKIP() << "python3-torch not installed (scripts/setup.sh installs it)";   \
-    }                                                                                 \
+#define FORGE_REQUIRE_TORCH()                                                             \
+  do {                                                                                    \
+    if (!::forge::test::torch_available())                                                \
+      FORGE_SKIP_UNLESS_CI("python3-torch not installed (scripts/setup.sh installs it)"); \
   } while (0)
 
 /// Runs tests/python/<script> with input JSON; returns its output JSON. Throws on failure.

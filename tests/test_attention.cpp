@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ci.h"
 #include "forge/backend.h"
 #include "forge/forge.h"
 #include "reference.h"
@@ -183,7 +184,7 @@ TEST(Attention, EveryVulkanPrefillTileMatchesFloat64) {
       }
     }
   }
-  if (!ran) GTEST_SKIP() << "no Vulkan device";
+  if (!ran) FORGE_SKIP_NO_VULKAN("no Vulkan device");
 }
 
 }  // namespace

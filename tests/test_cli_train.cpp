@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "ci.h"
 #include "cli_runner.h"
 #include "forge/backend.h"
 #include "forge/gpt2.h"
@@ -38,10 +39,7 @@ using nlohmann::json;
 
 const std::string kGpt2Tokenizer = FORGE_SOURCE_DIR "/data/gpt2-tokenizer";
 
-bool under_ci() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && std::string(ci) == "true";
-}
+using forge::test::under_ci;
 
 fs::path g_root;
 
@@ -313,7 +311,7 @@ TEST_F(CliTrain, VulkanRunMatchesTheCpuAndWritesTheSameCheckpoint) {
   std::string vulkan;
   for (const forge::DeviceInfo& d : forge::list_devices())
     if (d.device.kind == forge::DeviceKind::Vulkan && vulkan.empty()) vulkan = d.device.str();
-  if (vulkan.empty()) GTEST_SKIP() << "no Vulkan device (or a build without FORGE_VULKAN)";
+  if (vulkan.empty()) FORGE_SKIP_NO_VULKAN("no Vulkan device (or a build without FORGE_VULKAN)");
   const fs::path cpu = fresh_dir("vk_cpu"), gpu = fresh_dir("vk_gpu");
   // 20 steps of a 24-step schedule, so that both checkpoints can resume.
   const std::string extra = "--dropout 0.1 --stop-after 20";
