@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
+#include "backend/cpu/vec_kernels.h"
 #include "forge/forge.h"
 
 using namespace forge;
@@ -448,4 +450,19 @@ TEST(Gemm, RejectsInvalidInput) {
   EXPECT_THROW(matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4})), Error);
   EXPECT_THROW(matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 4}), {}, Tensor::zeros({3})), Error);
   EXPECT_THROW(matmul_chunked_transb(Tensor::zeros({2, 3}), {Tensor::zeros({4, 5})}), Error);
+}
+
+// The CI entries cpu_simd_avx2 and cpu_simd_portable rerun the CPU kernel tests and the op
+// harness with FORGE_SIMD capping the level: the cap must have taken effect (or the CPU
+// lacks the level, which is a skip, not a pass), in the level the span kernels see too.
+TEST(Simd, ForgeSimdSetsTheLevelEveryKernelUses) {
+  const char* want = std::getenv("FORGE_SIMD");
+  const forge::cpu::SimdLevel level = forge::cpu::simd_level();
+  EXPECT_EQ(forge::cpu::use_avx512(), level == forge::cpu::SimdLevel::Avx512);
+  EXPECT_EQ(forge::list_devices().front().simd, forge::cpu::simd_level_name(level));
+  if (want == nullptr || *want == '\0') GTEST_SKIP() << "FORGE_SIMD is not set";
+  if (std::string(want) != forge::cpu::simd_level_name(level))
+    GTEST_SKIP() << "FORGE_SIMD=" << want << " but this CPU only has "
+                 << forge::cpu::simd_level_name(level);
+  SUCCEED() << "running at " << want;
 }

@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "forge/error.h"
 
 namespace forge::cpu {
 namespace {
@@ -15,11 +18,19 @@ SimdLevel detect() {
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
     level = SimdLevel::Avx512;
 #endif
-  if (const char* cap = std::getenv("FORGE_SIMD")) {
+  if (const char* cap = std::getenv("FORGE_SIMD"); cap != nullptr && *cap != '\0') {
     SimdLevel want = level;
-    if (std::strcmp(cap, "portable") == 0) want = SimdLevel::Portable;
-    if (std::strcmp(cap, "avx2") == 0) want = SimdLevel::Avx2;
-    if (std::strcmp(cap, "avx512") == 0) want = SimdLevel::Avx512;
+    if (std::strcmp(cap, "portable") == 0) {
+      want = SimdLevel::Portable;
+    } else if (std::strcmp(cap, "avx2") == 0) {
+      want = SimdLevel::Avx2;
+    } else if (std::strcmp(cap, "avx512") == 0) {
+      want = SimdLevel::Avx512;
+    } else {
+      // A typo would otherwise run (and test) a level nobody asked for.
+      throw Error(ErrorKind::Format,
+                  std::string("FORGE_SIMD=") + cap + ": expected portable, avx2 or avx512");
+    }
     if (static_cast<int>(want) < static_cast<int>(level)) level = want;
   }
   return level;
