@@ -13,9 +13,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -676,9 +679,147 @@ TEST(TrainState, BadFilesAreRejectedCleanly) {
   fs::remove_all(dir);
 }
 
+// good's tensors and metadata, changed by `change`, written to `path`.
+void rewrite_state(
+    const std::string& good, const std::string& path,
+    const std::function<void(NamedTensors&, std::map<std::string, std::string>&)>& change) {
+  const SafeTensorsFile file = SafeTensorsFile::open(good);
+  NamedTensors tensors;
+  for (const std::string& name : file.names()) tensors.emplace_back(name, file.load(name).clone());
+  std::map<std::string, std::string> meta = file.metadata();
+  change(tensors, meta);
+  save_safetensors(path, tensors, meta);
+}
+
+Tensor& tensor_named(NamedTensors& tensors, const std::string& name) {
+  for (auto& [n, t] : tensors)
+    if (n == name) return t;
+  throw std::runtime_error("no tensor " + name);
+}
+
+// Files that parse as safetensors but are not a state this trainer can resume from.
+TEST(TrainState, CorruptStatesAreRejectedCleanly) {
+  const std::string dir = temp_dir("corrupt");
+  gpt2::Model a = gpt2::Model::random(tiny_config(), 3);
+  train::Trainer ta(a, resume_hyper());
+  ta.step(step_batches(0));
+  ta.step(step_batches(1));
+  const std::string good = dir + "/good.safetensors";
+  ta.save_state(good, {});
+  const std::string wte = ta.params()[0].name();
+  gpt2::Model b = gpt2::Model::random(tiny_config(), 4);
+  train::Trainer tb(b, resume_hyper());
+  const std::vector<float> wpe_before = values(b.weights().wpe);
+  using Meta = std::map<std::string, std::string>;
+  auto meta_case = [&](const char* file, const char* key, const std::string& value,
+                       const char* needle) {
+    const std::string path = dir + "/" + file;
+    rewrite_state(good, path, [&](NamedTensors&, Meta& meta) { meta[key] = value; });
+    SCOPED_TRACE(std::string(key) + " = " + value);
+    expect_load_error(tb, path, ErrorKind::Format, needle);
+  };
+  meta_case("version.safetensors", "forge.version", "2", "version \"2\"");
+  meta_case("version_empty.safetensors", "forge.version", "", "version");
+  meta_case("updates.safetensors", "forge.updates", "3", "bad step counts");  // 2 steps taken
+  meta_case("step_neg.safetensors", "forge.step", "-1", "bad step counts");
+  meta_case("step_text.safetensors", "forge.step", "two", "bad step counts");
+  meta_case("step_huge.safetensors", "forge.step", "99999999999999999999", "bad step counts");
+  meta_case("hyper_json.safetensors", "forge.hyper", "{not json", "hyper");
+  meta_case("hyper_type.safetensors", "forge.hyper", "[1, 2]", "hyper");
+  meta_case("hyper_field.safetensors", "forge.hyper", R"({"steps": 10})", "hyperparameter");
+  meta_case("config_json.safetensors", "forge.config", "{\"n_layer\": ", "forge.config");
+  meta_case("config_bad.safetensors", "forge.config",
+            R"({"n_layer": 2, "n_head": 3, "n_embd": 32, "n_positions": 16, "vocab_size": 64})",
+            "forge.config");
+  {
+    const std::string path = dir + "/no_step.safetensors";
+    rewrite_state(good, path, [](NamedTensors&, Meta& meta) { meta.erase("forge.step"); });
+    expect_load_error(tb, path, ErrorKind::Format, "forge.step");
+  }
+  // A tensor of the wrong dtype, one tensor too many, one too few.
+  {
+    const std::string path = dir + "/dtype.safetensors";
+    rewrite_state(good, path, [&](NamedTensors& t, Meta&) {
+      Tensor& m = tensor_named(t, "optim.exp_avg." + wte);
+      m = Tensor::from_vector(std::vector<uint32_t>(static_cast<size_t>(m.numel()), 1u), m.shape());
+    });
+    expect_load_error(tb, path, ErrorKind::Format, "does not match the model's F32");
+  }
+  {
+    const std::string path = dir + "/extra.safetensors";
+    rewrite_state(good, path, [](NamedTensors& t, Meta&) {
+      t.emplace_back("optim.extra", Tensor::full({3}, 1.0f));
+    });
+    expect_load_error(tb, path, ErrorKind::Format, "tensors, which does not match");
+  }
+  {
+    const std::string path = dir + "/fewer.safetensors";
+    rewrite_state(good, path, [](NamedTensors& t, Meta&) { t.pop_back(); });
+    expect_load_error(tb, path, ErrorKind::Format, "tensors, which does not match");
+  }
+  // Values AdamW cannot resume from: NaN, an infinity or a negative number in the second
+  // moment (also after the first element, and in the last parameter); NaN in the first
+  // moment or a weight.
+  struct ValueCase {
+    std::string tensor;
+    size_t index;
+    float value;
+    const char* needle;
+  };
+  const std::string last = ta.params().back().name();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<ValueCase> value_cases = {
+      {"optim.exp_avg_sq." + wte, 0, nan, "second moment"},
+      {"optim.exp_avg_sq." + wte, 17, inf, "second moment"},
+      {"optim.exp_avg_sq." + last, 5, -1e-8f, "second moment"},
+      {"optim.exp_avg_sq." + last, 0, -inf, "second moment"},
+      {"optim.exp_avg." + wte, 3, nan, "finite"},
+      {"optim.exp_avg." + last, 1, -inf, "finite"},
+      {wte, 9, inf, "finite"},
+      {last, 2, nan, "finite"}};
+  for (size_t k = 0; k < value_cases.size(); ++k) {
+    const ValueCase& c = value_cases[k];
+    const std::string path = dir + "/value" + std::to_string(k) + ".safetensors";
+    rewrite_state(good, path, [&](NamedTensors& t, Meta&) {
+      Tensor& x = tensor_named(t, c.tensor);
+      std::vector<float> v = x.to_vector<float>();
+      ASSERT_LT(c.index, v.size());
+      v[c.index] = c.value;
+      x = Tensor::from_vector(v, x.shape());
+    });
+    SCOPED_TRACE(c.tensor + "[" + std::to_string(c.index) + "] = " + std::to_string(c.value));
+    expect_load_error(tb, path, ErrorKind::Format, c.needle);
+  }
+  // A second moment of exactly 0 and -0 is fine (a parameter whose gradient was always 0).
+  {
+    const std::string path = dir + "/zero_v.safetensors";
+    rewrite_state(good, path, [&](NamedTensors& t, Meta&) {
+      Tensor& x = tensor_named(t, "optim.exp_avg_sq." + wte);
+      std::vector<float> v = x.to_vector<float>();
+      v[0] = 0.0f;
+      v[1] = -0.0f;
+      x = Tensor::from_vector(v, x.shape());
+    });
+    gpt2::Model z = gpt2::Model::random(tiny_config(), 5);
+    train::Trainer tz(z, resume_hyper());
+    EXPECT_NO_THROW(tz.load_state(path));
+  }
+  // None of the failed loads changed the trainer; the good file still loads.
+  EXPECT_EQ(values(b.weights().wpe), wpe_before);
+  EXPECT_EQ(tb.step_count(), 0);
+  EXPECT_NO_THROW(tb.load_state(good));
+  EXPECT_EQ(tb.step_count(), 2);
+  fs::remove_all(dir);
+}
+
 TEST(TrainState, KillDuringSaveLeavesLoadableState) {
   // A child process saves the state over and over and is killed with SIGKILL at several
-  // moments (mid-write, mid-fsync, mid-rename): the path must always hold a complete state.
+  // moments of a save (mid-write, mid-fsync, mid-rename): the path must always hold a
+  // complete state. The child reports each finished save through a pipe; the parent waits
+  // for the first report (a blocking read: no timeout to outlast on a slow or sanitized
+  // build), then kills it a few milliseconds later, a different delay each trial, inside
+  // one of its later saves.
   const std::string dir = temp_dir("kill");
   const std::string path = dir + "/state.safetensors";
   gpt2::Config cfg = tiny_config();
@@ -688,41 +829,47 @@ TEST(TrainState, KillDuringSaveLeavesLoadableState) {
   gpt2::Model model = gpt2::Model::random(cfg, 6);
   train::Trainer trainer(model, train::Hyper{});
   trainer.save_state(path, {{"round", "0"}});
-  int completed = 0;  // trials where the child had finished saves before the kill
-  std::string last_round;
   for (int trial = 0; trial < 4; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    int report[2];
+    ASSERT_EQ(pipe(report), 0);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      for (int r = 1;; ++r) trainer.save_state(path, {{"round", std::to_string(r)}});
-    }
-    // Wait until the child has replaced the file at least once, then kill it a little
-    // later, at a different point of a save each trial.
-    std::string seen = "0";
-    for (int i = 0; i < 2000 && (seen == "0" || seen == last_round); ++i) {
-      usleep(5000);
+    if (pid == 0) {  // never returns into the test runner
+      close(report[0]);
       try {
-        seen = SafeTensorsFile::open(path).metadata().at("round");
-      } catch (const Error&) {
-        ADD_FAILURE() << "the state file was unreadable while being replaced";
+        for (int r = 1;; ++r) {
+          trainer.save_state(path, {{"round", std::to_string(r)}});
+          const char done = 1;
+          if (write(report[1], &done, 1) != 1) _exit(1);
+        }
+      } catch (...) {
+        _exit(2);
       }
     }
-    last_round = seen;
-    usleep(static_cast<useconds_t>(3000 + 7000 * trial));
+    close(report[1]);
+    char done = 0;
+    const ssize_t got = read(report[0], &done, 1);
+    if (got == 1) {
+      // Readable while the child goes on replacing it.
+      EXPECT_NO_THROW((void)SafeTensorsFile::open(path).metadata().at("round"));
+      usleep(static_cast<useconds_t>(1000 + 3000 * trial));
+    }
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
+    close(report[0]);
+    ASSERT_EQ(got, 1) << "the child ended before it finished a save";
     EXPECT_TRUE(WIFSIGNALED(status));
     gpt2::Model other = gpt2::Model::random(cfg, 7);
     train::Trainer loaded(other, train::Hyper{});
     std::map<std::string, std::string> meta;
-    ASSERT_NO_THROW(meta = loaded.load_state(path)) << "trial " << trial;
+    ASSERT_NO_THROW(meta = loaded.load_state(path));
     ASSERT_TRUE(meta.count("round"));
-    if (meta.at("round") != "0") ++completed;
+    // The child had finished a save of its own: the file is one of those, whole.
+    EXPECT_NE(meta.at("round"), "0");
     EXPECT_TRUE(bits_equal(other.weights().wte[0], model.weights().wte[0]));
   }
-  // The kills landed after whole saves, i.e. while later ones were in flight.
-  EXPECT_GT(completed, 0);
   fs::remove_all(dir);
 }
 

@@ -107,8 +107,10 @@ class Trainer {
   /// Restores what save_state wrote (weights, moments, step count) and returns its whole
   /// metadata: the caller's keys plus the forge.* ones (forge.hyper is the saved Hyper; the
   /// trainer keeps the Hyper it was constructed with). Error(Io/Format) for a missing or
-  /// corrupt file; Error(Format) "... does not match ..." when its tensors or config do not
-  /// fit the model. On error the trainer is unchanged.
+  /// corrupt file (another forge.version, step counts that do not parse or updates > steps,
+  /// bad forge.hyper or forge.config, a weight or moment that is not finite, a second moment
+  /// below 0); Error(Format) "... does not match ..." when its tensors or config do not fit
+  /// the model. On error the trainer is unchanged.
   std::map<std::string, std::string> load_state(const std::string& path);
 
   struct Impl;

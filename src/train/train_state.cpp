@@ -6,6 +6,7 @@
 // (optimizer steps taken), forge.updates (AdamW updates made: the bias-correction count;
 // smaller than the steps when steps were skipped), forge.hyper (Hyper as JSON),
 // forge.config (the model's config.json text), and the caller's own keys.
+#include <cmath>
 #include <string>
 
 #include "forge/error.h"
@@ -127,18 +128,30 @@ std::map<std::string, std::string> Trainer::load_state(const std::string& path) 
   for (size_t i = 0; i < P; ++i) {
     const Tensor& want = s.params[i].value();
     const std::string& name = s.params[i].name();
-    auto load = [&](const std::string& key) {
+    // Values are checked on the host: a resumed run must not start from NaN weights or a
+    // second moment AdamW would take the square root of below zero.
+    enum class Values { finite, finite_non_negative };
+    auto load = [&](const std::string& key, Values values) {
       if (!file.contains(key))
         throw format_error("no tensor \"" + key + "\" (it does not match the model)");
       const TensorInfo& info = file.info(key);
       if (info.dtype != "F32" || info.shape != want.shape())
         throw format_error("tensor \"" + key + "\" " + info.dtype + " " + info.shape.str() +
                            " does not match the model's F32 " + want.shape().str());
-      return file.load(key, want.device());
+      const Tensor host = file.load(key, Device::cpu());
+      const float* x = host.data<float>();
+      for (int64_t j = 0; j < host.numel(); ++j)
+        if (!std::isfinite(x[j]) || (values == Values::finite_non_negative && x[j] < 0.0f))
+          throw format_error("tensor \"" + key + "\" holds " + std::to_string(x[j]) +
+                             " at element " + std::to_string(j) +
+                             (values == Values::finite_non_negative
+                                  ? " (AdamW's second moment is finite and >= 0)"
+                                  : " (the state's values are finite)"));
+      return want.device().is_cpu() ? host : host.to(want.device());
     };
-    w[i] = load(name);
-    m[i] = load(m_name(name));
-    v[i] = load(v_name(name));
+    w[i] = load(name, Values::finite);
+    m[i] = load(m_name(name), Values::finite);
+    v[i] = load(v_name(name), Values::finite_non_negative);
   }
   for (size_t i = 0; i < P; ++i) {
     s.params[i].value().copy_from(w[i]);
