@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ci.h"
 #include "forge/forge.h"
 #include "forge/gpt2.h"
 #include "forge/safetensors.h"
@@ -355,6 +356,46 @@ TEST(Gpt2Config, RejectsBadJson) {
                      "gpt2::Config", "cannot read");
 }
 
+// Attention variants HF's GPT2Config can ask for and forge does not compute: refused, not
+// silently run as plain GPT-2 (their defaults and explicit plain values load); flags of the
+// wrong type are format errors.
+TEST(Gpt2Config, RejectsAttentionVariantsForgeDoesNotCompute) {
+  const std::string base =
+      R"("n_layer": 2, "n_head": 2, "n_embd": 8, "n_positions": 16, "vocab_size": 10)";
+  auto with = [&](const std::string& extra) { return "{" + base + ", " + extra + "}"; };
+  EXPECT_NO_THROW(Config::from_json(with(R"("scale_attn_weights": true)")));
+  EXPECT_NO_THROW(Config::from_json(with(R"("scale_attn_by_inverse_layer_idx": false)")));
+  EXPECT_NO_THROW(Config::from_json(with(R"("add_cross_attention": false)")));
+  EXPECT_NO_THROW(Config::from_json(with(R"("scale_attn_weights": null)")));
+  EXPECT_FORGE_ERROR(Config::from_json(with(R"("scale_attn_weights": false)")),
+                     ErrorKind::Unsupported, "gpt2::Config", "scale_attn_weights = false");
+  EXPECT_FORGE_ERROR(Config::from_json(with(R"("scale_attn_by_inverse_layer_idx": true)")),
+                     ErrorKind::Unsupported, "gpt2::Config", "scale_attn_by_inverse_layer_idx");
+  EXPECT_FORGE_ERROR(Config::from_json(with(R"("add_cross_attention": true)")),
+                     ErrorKind::Unsupported, "gpt2::Config", "add_cross_attention");
+  EXPECT_FORGE_ERROR(Config::from_json(with(R"("add_cross_attention": 1)")), ErrorKind::Format,
+                     "gpt2::Config", "true or false");
+  EXPECT_FORGE_ERROR(Config::from_json(with(R"("scale_attn_weights": "yes")")), ErrorKind::Format,
+                     "gpt2::Config", "true or false");
+}
+
+// A config.json over 1 MiB is refused before it is read (a real one is ~1 KB); one just
+// under the cap, padded with whitespace, still loads.
+TEST(Gpt2Config, RefusesAConfigFileOverOneMebibyte) {
+  const std::string body =
+      R"({"n_layer": 2, "n_head": 2, "n_embd": 8, "n_positions": 16, "vocab_size": 10})";
+  const std::string under = scratch("config_under_1mib.json"), over = scratch("config_1mib.json");
+  const size_t cap = size_t{1} << 20;
+  std::ofstream(under, std::ios::binary) << body << std::string(cap - body.size(), ' ');
+  std::ofstream(over, std::ios::binary) << body << std::string(cap + 1 - body.size(), ' ');
+  EXPECT_EQ(fs::file_size(under), cap);
+  EXPECT_EQ(Config::from_json_file(under).n_layer, 2);
+  EXPECT_FORGE_ERROR(Config::from_json_file(over), ErrorKind::Format, "gpt2::Config",
+                     "too large for a config");
+  fs::remove(under);
+  fs::remove(over);
+}
+
 // ==========================================================================================
 // Against the float64 reference
 // ==========================================================================================
@@ -452,7 +493,7 @@ class Gpt2Golden : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     dir_ = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/" + GetParam();
     if (!fs::exists(dir_ + "/golden.json"))
-      GTEST_SKIP() << dir_ << " not generated (run tools/make_golden.py)";
+      FORGE_SKIP_UNLESS_CI(dir_ << " not generated (run tools/make_golden.py)");
     std::ifstream f(dir_ + "/golden.json");
     golden_ = json::parse(f);
     logits_ =
@@ -584,7 +625,7 @@ std::string byte_token(int b) {
 
 TEST(Gpt2Cli, EvalMatchesTheLibraryOnIdsAndText) {
   const std::string dir = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/noprefix_bf16";
-  if (!fs::exists(dir + "/config.json")) GTEST_SKIP() << "no golden model";
+  if (!fs::exists(dir + "/config.json")) FORGE_SKIP_UNLESS_CI("no golden model in " << dir);
   const Model m = Model::load(dir);
 
   // --ids
@@ -634,7 +675,7 @@ TEST(Gpt2Cli, EvalMatchesTheLibraryOnIdsAndText) {
 
 TEST(Gpt2Cli, EvalRejectsBadInput) {
   const std::string dir = std::string(FORGE_SOURCE_DIR) + "/tests/data/golden/noprefix_bf16";
-  if (!fs::exists(dir + "/config.json")) GTEST_SKIP() << "no golden model";
+  if (!fs::exists(dir + "/config.json")) FORGE_SKIP_UNLESS_CI("no golden model in " << dir);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"eval -m " + scratch("none") + " --ids 1,2", "does not exist"},
       {"eval -m " + dir, "exactly one of --ids or --text-file"},
