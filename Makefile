@@ -15,7 +15,7 @@ test:
 
 # Release pass only: a quicker local check.
 test-release:
-	FORGE_SKIP_ASAN=1 bash scripts/test.sh
+	FORGE_SKIP_ASAN=1 FORGE_SKIP_TSAN=1 bash scripts/test.sh
 
 format:
 	git ls-files '*.cpp' '*.h' | xargs clang-format -i

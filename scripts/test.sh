@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs forge's whole test suite, twice:
-#   1. build/       Release, -Werror                         (ctest)
-#   2. build-asan/  AddressSanitizer + UBSan, -Werror        (ctest again)
+# Sets up, builds and runs forge's whole test suite, in three passes:
+#   1. build/       Release, -Werror                         (ctest: every test)
+#   2. build-asan/  AddressSanitizer + UBSan, -Werror        (ctest: every test again)
+#   3. build-tsan/  ThreadSanitizer, CPU only, -Werror       (ctest: the thread pool, the
+#                   GEMM and the CPU op tests, where threads share work)
 # Exits non-zero on the first failure: a compiler warning, a failing test, or any sanitizer
-# report (leaks included). Usage: bash scripts/test.sh   (from anywhere; root or sudo for apt)
+# report (leaks and data races included). Usage: bash scripts/test.sh   (from anywhere; root
+# or sudo for apt)
 #
-# Environment: FORGE_JOBS (parallel compile jobs, default: all cores), FORGE_SKIP_ASAN=1 to
-# run only the Release pass (a quicker local check; CI runs both), FORGE_BUILD_DIR and
-# FORGE_ASAN_BUILD_DIR to build elsewhere than build/ and build-asan/.
+# Environment: FORGE_JOBS (parallel compile jobs, default: all cores), FORGE_SKIP_ASAN=1 /
+# FORGE_SKIP_TSAN=1 to leave a sanitizer pass out (a quicker local check; CI runs all
+# three), FORGE_BUILD_DIR, FORGE_ASAN_BUILD_DIR and FORGE_TSAN_BUILD_DIR to build elsewhere
+# than build/, build-asan/ and build-tsan/.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +19,7 @@ cd "$repo"
 jobs="${FORGE_JOBS:-$(nproc)}"
 build="${FORGE_BUILD_DIR:-build}"
 build_asan="${FORGE_ASAN_BUILD_DIR:-build-asan}"
+build_tsan="${FORGE_TSAN_BUILD_DIR:-build-tsan}"
 
 step() { printf '\n=== %s\n' "$*"; }
 start=$SECONDS
@@ -51,6 +56,17 @@ if [[ "${FORGE_SKIP_ASAN:-0}" != 1 ]]; then
   LSAN_OPTIONS="suppressions=$repo/scripts/lsan.supp:print_suppressions=0" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --test-dir "$build_asan" --output-on-failure -j2
+fi
+
+if [[ "${FORGE_SKIP_TSAN:-0}" != 1 ]]; then
+  # Only the library and the tests its entries run (no Vulkan, no CLI, no benchmarks).
+  step "sanitizer build ($build_tsan/: ThreadSanitizer)"
+  cmake -S . -B "$build_tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFORGE_WERROR=ON \
+    -DFORGE_TSAN=ON -DFORGE_VULKAN=OFF -DFORGE_BENCH=OFF -DFORGE_OPENBLAS=OFF
+  cmake --build "$build_tsan" -j "$jobs" --target forge_tests
+  step "sanitizer tests (ThreadSanitizer)"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \
+    ctest --test-dir "$build_tsan" --output-on-failure -j2
 fi
 
 step "all tests passed ($((SECONDS - start)) s)"
