@@ -21,8 +21,8 @@ build="${FORGE_BUILD_DIR:-build}"
 build_asan="${FORGE_ASAN_BUILD_DIR:-build-asan}"
 build_tsan="${FORGE_TSAN_BUILD_DIR:-build-tsan}"
 
-step() { printf '\n=== %s\n' "$*"; }
 start=$SECONDS
+step() { printf '\n=== %s  (%d s)\n' "$*" "$((SECONDS - start))"; }  # seconds since the start
 
 step "setup: system packages"
 bash scripts/setup.sh
@@ -69,4 +69,4 @@ if [[ "${FORGE_SKIP_TSAN:-0}" != 1 ]]; then
     ctest --test-dir "$build_tsan" --output-on-failure -j2
 fi
 
-step "all tests passed ($((SECONDS - start)) s)"
+step "all tests passed"
