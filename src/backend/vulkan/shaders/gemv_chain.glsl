@@ -27,9 +27,8 @@
 //     increments are read-modify-writes, so the last one continues each earlier one's
 //     release sequence); a workgroup control barrier with buffer acquire-release puts
 //     the other invocations' x_out loads after that fence.
-// (The shader does not declare the model itself, #pragma use_vulkan_memory_model: so
-// declared, with devicecoherent, the variant for rows past 768 left its outputs unwritten
-// on lavapipe (Mesa 22.3) when its batch's fence had signalled.)
+// (The shader does not declare the model itself, #pragma use_vulkan_memory_model: lavapipe
+// then ran the variant for rows past 768 wrongly; docs/PERFORMANCE.md.)
 // Every workgroup counts itself once more when done (with whether it consumed x_out or
 // computed it itself in the high half); the last of all adds the dispatch's two counts to
 // the report words and resets both counters to 0 for the next dispatch (no workgroup is
