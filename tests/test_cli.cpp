@@ -148,7 +148,7 @@ std::string first_vulkan_device() {
 
 TEST(Cli, BenchMatmulOnVulkan) {
   const std::string dev = first_vulkan_device();
-  if (dev.empty()) FORGE_SKIP_NO_VULKAN("no Vulkan device (or a build without the Vulkan backend)");
+  if (dev.empty()) FORGE_SKIP_NO_DEVICE("no Vulkan device (or a build without the Vulkan backend)");
   const CliResult r =
       run_forge("bench --op matmul --device vulkan --m 70 --n 90 --k 33 --repeat 2 --json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -164,7 +164,7 @@ TEST(Cli, BenchMatmulOnVulkan) {
 
 TEST(Cli, BenchMatmulOnVulkanText) {
   const std::string dev = first_vulkan_device();
-  if (dev.empty()) FORGE_SKIP_NO_VULKAN("no Vulkan device (or a build without the Vulkan backend)");
+  if (dev.empty()) FORGE_SKIP_NO_DEVICE("no Vulkan device (or a build without the Vulkan backend)");
   const CliResult r = run_forge("bench --op matmul --device " + dev +
                                 " --m 130 --n 129 --k 64 --trans-b --repeat 1");
   ASSERT_EQ(r.code, 0) << r.err;

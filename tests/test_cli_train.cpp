@@ -310,8 +310,8 @@ std::set<std::string> file_names(const fs::path& dir) {
 TEST_F(CliTrain, VulkanRunMatchesTheCpuAndWritesTheSameCheckpoint) {
   std::string vulkan;
   for (const forge::DeviceInfo& d : forge::list_devices())
-    if (d.device.kind == forge::DeviceKind::Vulkan && vulkan.empty()) vulkan = d.device.str();
-  if (vulkan.empty()) FORGE_SKIP_NO_VULKAN("no Vulkan device (or a build without FORGE_VULKAN)");
+    if (d.device.backend() == "vulkan" && vulkan.empty()) vulkan = d.device.str();
+  if (vulkan.empty()) FORGE_SKIP_NO_DEVICE("no Vulkan device (or a build without FORGE_VULKAN)");
   const fs::path cpu = fresh_dir("vk_cpu"), gpu = fresh_dir("vk_gpu");
   // 20 steps of a 24-step schedule, so that both checkpoints can resume.
   const std::string extra = "--dropout 0.1 --stop-after 20";

@@ -1,12 +1,14 @@
-// Backend: the kernel table one device implements. The ops layer (src/ops/) validates
-// every input and allocates outputs, then calls one of these methods; a kernel may assume
-// valid, contiguous input and must fill every element of its output(s).
+// Backend: one device's memory, queue and kernel table. The ops layer (src/ops/) validates
+// every input and allocates outputs, then runs the kernel registered for the op and its
+// inputs' dtypes (forge/op_table.def lists the ops); a kernel may assume valid, contiguous
+// input and must fill every element of its output(s).
 //
-// Adding a kernel: declare it here, validate it in src/ops/, implement it in every backend,
-// and add it to the cross-backend op list in tests/op_cases.cpp.
+// Adding an op or a backend: docs/ARCHITECTURE.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "forge/devices.h"
+#include "forge/op_table.h"
 #include "forge/ops.h"
 #include "forge/tensor.h"
 
@@ -33,42 +37,51 @@ class Graph {
   virtual ~Graph() = default;
 };
 
-/// What a device can do, for `forge devices` and for code that must split buffers.
-struct DeviceInfo {
-  Device device;
-  std::string name;                // "cpu (AMD EPYC, avx512)", "llvmpipe (LLVM 15.0.6, 256 bits)"
-  std::string kind;                // "cpu", "integrated-gpu", "discrete-gpu", "virtual-gpu", ...
-  int threads = 0;                 // worker threads (CPU)
-  uint64_t memory_bytes = 0;       // total device memory (CPU: physical RAM)
-  uint64_t max_binding_bytes = 0;  // largest buffer one kernel may bind (CPU: unlimited = 0)
-  std::string simd;                // CPU: "avx512", "avx2", "portable"
-  /// Further limits worth showing, as (name, value) lines (Vulkan: storage buffer range,
-  /// offset alignment, shared memory, workgroup size/count, subgroup size, memory heaps).
-  std::vector<std::pair<std::string, std::string>> limits;
+/// An op's attributes, for every op (op_table.def says which fields each op reads).
+struct OpAttrs {
+  MatmulSpec spec;          // matmul, layernorm_matmul, matmul_add_layernorm_matmul (spec2)
+  bool accumulate = false;  // matmul: out += the product
+  float eps = 1e-5f;        // layernorm family
+  bool causal = false;      // softmax
+  int64_t offset = 0;       // softmax: row i sees columns j <= i + offset
+  int64_t n_head = 0;       // head ops, attention
+  int part = 0;             // split_heads: 0 q, 1 k, 2 v
+  int64_t pos = 0;          // kv_append, attention: the first new cache row
+  int64_t row_begin = 0;    // embedding: the table chunk's first row
+  float alpha = 1.0f;       // matmul_transb_into
+  int64_t col_begin = 0;    // matmul_transb_into: the chunk's first output column
+  float scale = 1.0f;       // ce_bwd, scale, dropout (1 / (1 - p))
+  uint64_t seed = 0;        // dropout
+  uint32_t threshold = 0;   // dropout: dropout_threshold(p)
+  AdamWParams adamw;        // adamw
 };
 
-class Backend {
- public:
-  virtual ~Backend() = default;
+/// One kernel call: the op table's inputs and outputs in order (an absent optional tensor is
+/// an undefined Tensor), shapes resolved and outputs allocated by the ops layer, which also
+/// skips calls with nothing to compute.
+struct OpCall {
+  Op op;
+  std::array<const Tensor*, kMaxOpInputs> inputs{};
+  std::array<Tensor*, kMaxOpOutputs> outputs{};
+  OpAttrs attrs;
 
+  const Tensor& in(size_t i) const { return *inputs[i]; }
+  Tensor& out(size_t i) const { return *outputs[i]; }
+};
+
+class Backend;
+using Kernel = void (*)(Backend& backend, const OpCall& call);
+using Accepts = bool (*)(const Backend& backend, const OpCall& call);
+struct KernelEntry {
+  DTypeKey key;
+  Kernel run;
+  Accepts accepts;  // nullptr: every call
+};
+
+class Backend : public DeviceMemory {
+ public:
   virtual DeviceInfo info() const = 0;
-  /// Whether this device runs the op named `op` (as ops.h names it) at all. For an op it
-  /// supports, a kernel throws Error(Unsupported) only for sizes past its limits (stated
-  /// where it throws), never for the op itself: the op harness fails one that does.
-  virtual bool supports(std::string_view op) const {
-    (void)op;
-    return true;
-  }
-  /// Uninitialized storage of `bytes` bytes on this device.
-  virtual std::shared_ptr<Storage> allocate(size_t bytes) = 0;
-  /// Zero-filled storage.
-  virtual std::shared_ptr<Storage> allocate_zeros(size_t bytes) = 0;
-  /// Host <-> device copies at byte offsets into a storage.
-  virtual void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) = 0;
-  virtual void read(const Storage& src, size_t src_offset, void* dst, size_t bytes) = 0;
-  /// Device-local copy between storages of this backend.
-  virtual void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
-                    size_t bytes) = 0;
+  // Memory (allocate, allocate_zeros, read, write, copy): DeviceMemory, forge/tensor.h.
   /// Waits until all queued work has finished (no-op on the CPU).
   virtual void synchronize() {}
   /// Device-side timing (GPU timestamp queries), for `--profile`: set_profiling(true)
@@ -107,92 +120,51 @@ class Backend {
   /// to dst. Each ticket once, with the size read_async was given; Error(Backend) otherwise.
   virtual void read_wait(uint64_t ticket, void* dst, size_t bytes);
 
-  // --- forward kernels (shapes as in ops.h; `out` is preallocated) ---
-  /// a + b; b either matches a or is a row vector [C]. out may alias a.
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
-  virtual void gelu(const Tensor& x, Tensor& out) = 0;
-  /// out = [gelu](alpha * op(a) @ op(b) + bias) (spec.gelu), or with `accumulate`
-  /// out += that (matmul_add_: out holds the accumulator and is read, then written). bias may
-  /// be undefined. Shapes already resolved by ops/matmul.cpp.
-  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
-                      bool accumulate, Tensor& out) = 0;
-  /// out = matmul(layernorm(x, gamma, beta, eps), w, spec, bias) (ops.h layernorm_matmul;
-  /// shapes resolved). The default runs layernorm into a temporary, then matmul.
-  virtual void layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                                const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
-                                Tensor& out);
-  /// x_new = x + (a @ w1 + b1), out = layernorm_matmul(x_new, ...) (ops.h
-  /// matmul_add_layernorm_matmul; shapes resolved, x_new and out fresh and not empty). The
-  /// default copies x into x_new, runs matmul (accumulating) then layernorm_matmul.
-  virtual void matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
-                                           const Tensor& b1, const Tensor& gamma,
-                                           const Tensor& beta, float eps, const Tensor& w2,
-                                           const Tensor& b2, const MatmulSpec& spec2, Tensor& x_new,
-                                           Tensor& out);
-  virtual void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) = 0;
-  /// out: U32 [rows]; x has >= 1 column.
-  virtual void argmax_rows(const Tensor& x, Tensor& out) = 0;
-  virtual void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                         Tensor& out) = 0;
-  /// Gathers rows [row_begin, row_begin + table.dim(0)) of a (possibly chunked) table:
-  /// for every i with row_begin <= ids[i] < row_begin + V, out[i, :] = table[ids[i] -
-  /// row_begin, :]; other rows of out are left untouched. Unchunked: row_begin = 0.
-  virtual void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin,
-                         Tensor& out) = 0;
-  /// Writes columns [col_begin, col_begin + chunk.dim(0)) of out ([R, Vtotal]):
-  /// out[r, col_begin + j] = alpha * dot(a[r, :], chunk[j, :]).
-  virtual void matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,
-                                  int64_t col_begin, Tensor& out) = 0;
-  virtual void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) = 0;
-  virtual void merge_heads(const Tensor& x, int64_t n_head, Tensor& out) = 0;
-  virtual void kv_append(Tensor& cache, const Tensor& x, int64_t pos) = 0;
-  /// Fused causal attention (ops.h). k_cache/v_cache are both undefined (then pos = 0) or
-  /// both [B*n_head, cap, hd] with pos + T <= cap; out: [B, T, C]; T >= 1, hd >= 1.
-  virtual void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
-                         int64_t pos, Tensor& out) = 0;
-  /// attention() with caches, the position read from pos (U32 [1] on this device) and
-  /// clamped to cap - T.
-  virtual void attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
-                            const Tensor& pos, Tensor& out) = 0;
-
-  // --- training kernels ---
-  virtual void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
-  virtual void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
-  virtual void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps,
-                             Tensor& dx, Tensor& dgamma, Tensor& dbeta) = 0;
-  virtual void sum_rows(const Tensor& x, Tensor& out) = 0;
-  /// out is zero-filled by the ops layer; ids already range-checked.
-  virtual void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) = 0;
-  virtual void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) = 0;
-  virtual void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out) = 0;
-  /// threshold = dropout_threshold(p), scale = 1 / (1 - p), both from the host.
-  virtual void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
-                       Tensor& out) = 0;
-  virtual void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head,
-                            Tensor& out) = 0;
-  virtual void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out) = 0;
-  virtual void sumsq(const Tensor& x, Tensor& out) = 0;
-  /// out = x * s; out may alias x.
-  virtual void scale(const Tensor& x, float s, Tensor& out) = 0;
-  virtual void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                     const AdamWParams& p) = 0;
+  // --- kernels: looked up in this backend's table by op and input dtypes ---
+  /// Adds (or replaces) the kernel for `op` with inputs of dtypes `key` (table_key(op): the
+  /// op table's own dtypes). `accepts`, when given, says per call whether the kernel takes
+  /// those shapes; only fused ops may decline (the ops layer then runs their composition).
+  void add_kernel(Op op, Kernel kernel, Accepts accepts = nullptr);
+  void add_kernel(Op op, DTypeKey key, Kernel kernel, Accepts accepts = nullptr);
+  /// The kernel for (op, key), or nullptr.
+  const KernelEntry* find_kernel(Op op, DTypeKey key) const;
+  /// Whether this device runs `op` with the table's dtypes, or has a kernel for `key`. For
+  /// an op it supports, a kernel throws Error(Unsupported) only for sizes past its limits
+  /// (stated where it throws), never for the op itself: the op harness fails one that does.
+  /// A fused op runs everywhere: its composition uses ops every backend has.
+  bool supports(Op op) const {
+    return op_info(op).kind == OpKind::fused || find_kernel(op, table_key(op)) != nullptr;
+  }
+  bool supports(Op op, DTypeKey key) const { return find_kernel(op, key) != nullptr; }
 
  private:
   // read_async()'s default: the bytes read at once, kept until read_wait().
   std::mutex early_mutex_;
   std::map<uint64_t, std::vector<unsigned char>> early_reads_;
   uint64_t last_ticket_ = 0;
+  std::vector<KernelEntry> kernels_[kOpCount];  // per op, one entry per input dtype key
 };
 
-/// The backend serving `device`; created on first use. Error(Device) if the device does not
-/// exist or its backend is not built in.
+/// One backend, as it registers itself (src/backend/registry.cpp; docs/ARCHITECTURE.md, "Add
+/// a backend").
+struct BackendRegistration {
+  std::string name;      // the device name's backend part: "vulkan"
+  bool indexed = false;  // devices "name:N" (else one device, "name" = "name:0")
+  /// The backend of device `index`, created on first use; Error(Device) naming the cause
+  /// when there is no such device.
+  std::function<Backend&(int index)> open;
+  /// The devices present (empty when the backend has none here: no driver, no GPU).
+  std::function<std::vector<DeviceInfo>()> devices;
+  /// The index "name" without one stands for (Vulkan: the first discrete GPU).
+  std::function<int()> default_index = [] { return 0; };
+};
+
+/// Adds a backend at run time (the built-in ones register at start-up): Error(Backend) if
+/// its name is taken or not a valid device name. Tests register wrappers this way.
+void register_backend(BackendRegistration registration);
+
+/// The backend serving `device`; created on first use. Error(Device) if no registered
+/// backend has the device.
 Backend& backend_for(Device device);
-
-/// The index "vulkan" (no index) stands for: the first discrete GPU, else 0 (also 0 when
-/// the build has no Vulkan backend or no Vulkan device: using it then reports why).
-int default_vulkan_index();
-
-/// All devices this build can use, CPU first.
-std::vector<DeviceInfo> list_devices();
 
 }  // namespace forge

@@ -1,26 +1,35 @@
-// Device: where a tensor's storage lives.
+// Device: where a tensor's storage lives, a registered backend's name and a device index
+// ("cpu", "vulkan:1"). Which names exist is the backend registry's business
+// (forge/devices.h: parse_device, list_devices); core knows one device only, the host
+// ("cpu", index 0), where tensors made from host vectors live.
 #pragma once
 
+#include <array>
 #include <string>
+#include <string_view>
 
 namespace forge {
 
-enum class DeviceKind { Cpu, Vulkan, Cuda };
-
 struct Device {
-  DeviceKind kind = DeviceKind::Cpu;
+  /// A backend name: 1 to 15 characters of [a-z0-9_]; Error(Format) otherwise.
+  static constexpr size_t kMaxName = 15;
+
+  Device() = default;  // the host, cpu
+  Device(std::string_view backend, int index);
+
+  static Device cpu() { return {}; }
+
+  std::string_view backend() const { return name_.data(); }
+  bool is_cpu() const { return backend() == "cpu"; }
+  bool operator==(const Device& o) const { return name_ == o.name_ && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  /// "cpu" for the host, "name:index" for every other device ("vulkan:0").
+  std::string str() const;
+
   int index = 0;
 
-  static Device cpu() { return {DeviceKind::Cpu, 0}; }
-  static Device vulkan(int index = 0) { return {DeviceKind::Vulkan, index}; }
-
-  /// Parses "cpu", "vulkan", "vulkan:1", "cuda:0". Throws Error(Format) otherwise.
-  static Device parse(const std::string& text);
-
-  bool is_cpu() const { return kind == DeviceKind::Cpu; }
-  bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
-  bool operator!=(const Device& o) const { return !(*this == o); }
-  std::string str() const;  // "cpu", "vulkan:0"
+ private:
+  std::array<char, kMaxName + 1> name_{'c', 'p', 'u', '\0'};
 };
 
 }  // namespace forge

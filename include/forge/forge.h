@@ -1,8 +1,8 @@
 // The whole public API of forge.
 #pragma once
 
-#include "forge/backend.h"
 #include "forge/device.h"
+#include "forge/devices.h"
 #include "forge/dtype.h"
 #include "forge/error.h"
 #include "forge/ops.h"

@@ -33,6 +33,27 @@ class Storage {
   size_t bytes_;
 };
 
+/// What core needs of a device: its memory. Every backend implements it (forge/backend.h),
+/// and the backend registry finds the one serving a device.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  /// Uninitialized storage of `bytes` bytes on this device.
+  virtual std::shared_ptr<Storage> allocate(size_t bytes) = 0;
+  /// Zero-filled storage.
+  virtual std::shared_ptr<Storage> allocate_zeros(size_t bytes) = 0;
+  /// Host <-> device copies at byte offsets into a storage.
+  virtual void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) = 0;
+  virtual void read(const Storage& src, size_t src_offset, void* dst, size_t bytes) = 0;
+  /// Device-local copy between storages of this device.
+  virtual void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
+                    size_t bytes) = 0;
+};
+
+/// The memory of `device`, from the backend registry (src/backend/registry.cpp), created on
+/// first use. Error(Device) if no registered backend has that device.
+DeviceMemory& device_memory(Device device);
+
 class Tensor {
  public:
   Tensor() = default;  // an empty handle: defined() == false

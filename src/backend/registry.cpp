@@ -1,112 +1,129 @@
-// Maps devices to their backends. Backends are created lazily, once, and live until exit.
-#include <algorithm>
+// The backend registry: every backend built in registers here at start-up (the list comes
+// from CMake, generated/forge_backends.inc: one FORGE_BACKEND(name) per backend), and tests
+// may add more. Devices are looked up by their backend's name; nothing here names one.
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
-#include "backend/cpu/cpu_backend.h"
 #include "forge/backend.h"
+#include "forge/devices.h"
 #include "forge/error.h"
-#ifdef FORGE_HAVE_VULKAN
-#include "backend/vulkan/vulkan_backend.h"
-#endif
 
 namespace forge {
 
-void Backend::set_profiling(bool) {
-  throw Error(ErrorKind::Unsupported,
-              "device " + info().device.str() + " has no device timers (profiling)");
-}
-
-std::vector<KernelTime> Backend::kernel_times() {
-  throw Error(ErrorKind::Unsupported,
-              "device " + info().device.str() + " has no device timers (profiling)");
-}
+// Each built-in backend defines its registration in its own folder.
+#define FORGE_BACKEND(name) BackendRegistration name##_backend_registration();
+#include "forge_backends.inc"
+#undef FORGE_BACKEND
 
 namespace {
-[[noreturn]] void no_capture(const Backend& b) {
-  throw Error(ErrorKind::Unsupported,
-              "device " + b.info().device.str() + " cannot capture graphs of kernels");
+
+struct Registry {
+  std::mutex mutex;
+  // Never shrinks, and entries never move (unique_ptr): a backend found once stays valid.
+  std::vector<std::unique_ptr<BackendRegistration>> backends;
+
+  Registry() {
+#define FORGE_BACKEND(name) \
+  backends.push_back(std::make_unique<BackendRegistration>(name##_backend_registration()));
+#include "forge_backends.inc"
+#undef FORGE_BACKEND
+  }
+
+  const BackendRegistration* find(std::string_view name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& b : backends)
+      if (b->name == name) return b.get();
+    return nullptr;
+  }
+
+  std::vector<const BackendRegistration*> all() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<const BackendRegistration*> out;
+    for (const auto& b : backends) out.push_back(b.get());
+    return out;
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
 }
+
+std::string names_list() {
+  std::string out;
+  for (const std::string& n : backend_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 }  // namespace
 
-void Backend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                               const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
-                               Tensor& out) {
-  Tensor h = Tensor::empty(x.shape(), DType::F32, x.device());
-  layernorm(x, gamma, beta, eps, h);
-  matmul(h, w, bias, spec, /*accumulate=*/false, out);
+void register_backend(BackendRegistration r) {
+  (void)Device(r.name, 0);  // Error(Format) for an invalid name
+  if (!r.open || !r.devices)
+    throw Error(ErrorKind::Backend, "register_backend: '" + r.name + "' lacks open or devices");
+  Registry& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  for (const auto& b : reg.backends)
+    if (b->name == r.name)
+      throw Error(ErrorKind::Backend,
+                  "register_backend: a backend named '" + r.name + "' is already registered");
+  reg.backends.push_back(std::make_unique<BackendRegistration>(std::move(r)));
 }
-
-void Backend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
-                                          const Tensor& b1, const Tensor& gamma, const Tensor& beta,
-                                          float eps, const Tensor& w2, const Tensor& b2,
-                                          const MatmulSpec& spec2, Tensor& x_new, Tensor& out) {
-  const size_t bytes = static_cast<size_t>(x.numel()) * sizeof(float);
-  copy(*x.storage(), x.offset() * sizeof(float), *x_new.storage(), x_new.offset() * sizeof(float),
-       bytes);
-  matmul(a, w1, b1, {}, /*accumulate=*/true, x_new);
-  layernorm_matmul(x_new, gamma, beta, eps, w2, b2, spec2, out);
-}
-
-uint64_t Backend::read_async(const Storage& src, size_t offset, size_t bytes) {
-  std::vector<unsigned char> data(bytes);
-  read(src, offset, data.data(), bytes);
-  std::lock_guard<std::mutex> lock(early_mutex_);
-  early_reads_.emplace(++last_ticket_, std::move(data));
-  return last_ticket_;
-}
-
-void Backend::read_wait(uint64_t ticket, void* dst, size_t bytes) {
-  std::lock_guard<std::mutex> lock(early_mutex_);
-  auto it = early_reads_.find(ticket);
-  if (it == early_reads_.end() || it->second.size() != bytes)
-    throw Error(ErrorKind::Backend,
-                "read_wait of ticket " + std::to_string(ticket) +
-                    (it == early_reads_.end() ? ", which is not pending" : " with another size"));
-  std::copy(it->second.begin(), it->second.end(), static_cast<unsigned char*>(dst));
-  early_reads_.erase(it);
-}
-
-void Backend::begin_capture() { no_capture(*this); }
-std::shared_ptr<Graph> Backend::end_capture() { no_capture(*this); }
-void Backend::abort_capture() { no_capture(*this); }
-void Backend::replay(const Graph&) { no_capture(*this); }
 
 Backend& backend_for(Device device) {
-  switch (device.kind) {
-    case DeviceKind::Cpu: {
-      static cpu::CpuBackend cpu_backend;
-      return cpu_backend;
-    }
-    case DeviceKind::Vulkan:
-#ifdef FORGE_HAVE_VULKAN
-      return vk::backend(device.index);
-#else
-      throw Error(ErrorKind::Device,
-                  "device " + device.str() + ": this build of forge has no Vulkan backend");
-#endif
-    case DeviceKind::Cuda:
-      throw Error(ErrorKind::Device,
-                  "device " + device.str() + ": this build of forge has no CUDA backend");
-  }
-  throw Error(ErrorKind::Device, "device: unknown kind");
+  const BackendRegistration* b = registry().find(device.backend());
+  if (!b)
+    throw Error(ErrorKind::Device, "device " + device.str() + ": this build of forge has no '" +
+                                       std::string(device.backend()) + "' backend (it has " +
+                                       names_list() + ")");
+  if (!b->indexed && device.index != 0)
+    throw Error(ErrorKind::Device, "device " + device.str() + ": backend '" + b->name +
+                                       "' has one device, " + b->name);
+  return b->open(device.index);
 }
+
+DeviceMemory& device_memory(Device device) { return backend_for(device); }
 
 std::vector<DeviceInfo> list_devices() {
-  std::vector<DeviceInfo> list = {backend_for(Device::cpu()).info()};
-#ifdef FORGE_HAVE_VULKAN
-  for (DeviceInfo& d : vk::device_infos()) list.push_back(std::move(d));
-#endif
-  return list;
+  std::vector<DeviceInfo> out;
+  for (const BackendRegistration* b : registry().all())
+    for (DeviceInfo& d : b->devices()) out.push_back(std::move(d));
+  return out;
 }
 
-int default_vulkan_index() {
-#ifdef FORGE_HAVE_VULKAN
-  return vk::default_index();
-#else
-  return 0;
-#endif
+std::vector<std::string> backend_names() {
+  std::vector<std::string> out;
+  for (const BackendRegistration* b : registry().all()) out.push_back(b->name);
+  return out;
+}
+
+std::string device_choices() {
+  std::string out;
+  for (const BackendRegistration* b : registry().all()) {
+    if (!out.empty()) out += ", ";
+    out += b->name;
+    if (b->indexed) out += ", " + b->name + ":N";
+  }
+  return out;
+}
+
+Device parse_device(const std::string& text) {
+  const auto colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  const BackendRegistration* b = registry().find(name);
+  if (!b)
+    throw Error(ErrorKind::Format,
+                "device: cannot parse '" + text + "' (expected " + device_choices() + ")");
+  if (colon == std::string::npos) return {b->name, b->indexed ? b->default_index() : 0};
+  const std::string num = text.substr(colon + 1);
+  bool digits = !num.empty() && num.size() <= 4;
+  for (char c : num) digits = digits && c >= '0' && c <= '9';
+  if (!digits || (!b->indexed && std::stoi(num) != 0))
+    throw Error(ErrorKind::Format,
+                "device: cannot parse '" + text + "' (expected " + device_choices() + ")");
+  return {b->name, std::stoi(num)};
 }
 
 }  // namespace forge

@@ -134,7 +134,7 @@ constexpr double kMaxCheckedMacs = static_cast<double>(int64_t{1} << 30);
 int run_matmul_bench(const MatmulBenchOptions& o) {
   if (o.m <= 0 || o.n <= 0 || o.k <= 0)
     fail(ErrorKind::Format, "--op matmul needs --m, --n and --k (each >= 1)");
-  const Device device = Device::parse(o.device);
+  const Device device = parse_device(o.device);
   const bool on_cpu = device == Device::cpu();
   check_fits_in_memory(o, device);
 
@@ -351,7 +351,7 @@ void register_bench(CLI::App& app, Action& action) {
       ->check(int_in_range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--json", mo.json, "Print one JSON object instead of text");
-  cmd->add_option("--device", po.device, "Device to run on (cpu, vulkan, vulkan:N)")
+  cmd->add_option("--device", po.device, "Device to run on (" + device_choices() + ")")
       ->capture_default_str();
 
   cmd->callback([&action, args] {

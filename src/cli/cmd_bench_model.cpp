@@ -262,7 +262,7 @@ TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, D
   }
   r.step_ms = median(t) * 1e3;
   r.tok_s = static_cast<double>(r.batch * r.seq) / median(t);
-  if (o.profile && device.kind != DeviceKind::Cpu) {
+  if (o.profile && !device.is_cpu()) {
     Backend& be = backend_for(device);
     be.set_profiling(true);
     trainer.step(batch);
@@ -277,7 +277,7 @@ TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, D
 
 int bench_model(const ModelBenchOptions& o) {
   const gpt2::Config config = gpt2::Config::preset(o.preset);
-  const Device device = Device::parse(o.device);
+  const Device device = parse_device(o.device);
   const int64_t B = o.batch, P = o.prompt_tokens, N = o.decode_tokens;
   if (B < 1 || P < 1 || N < 0) fail(ErrorKind::Range, "batch and prompt tokens must be >= 1");
   if (P + N > config.n_ctx)
@@ -365,7 +365,7 @@ int bench_model(const ModelBenchOptions& o) {
   const double ratio = peak / (weight_bytes + kv_bytes);
   const int threads = num_threads();
   Profile prof_prefill, prof_decode;
-  if (o.profile && device.kind == DeviceKind::Cpu) {
+  if (o.profile && device.is_cpu()) {
     prof_prefill = profile_step(model, B, P, 0);
     if (N > 0) prof_decode = profile_step(model, B, 1, P);
   } else if (o.profile) {
@@ -434,7 +434,7 @@ int bench_model(const ModelBenchOptions& o) {
         "%d; peak RSS %.1f MiB)\n",
         static_cast<long long>(tb.batch), static_cast<long long>(tb.seq), tb.tok_s, tb.step_ms,
         o.train_steps, mib(tb.peak_rss));
-  const char* by = device.kind == DeviceKind::Cpu ? "op by op" : "GPU time per kernel";
+  const char* by = device.is_cpu() ? "op by op" : "GPU time per kernel";
   auto print_profile = [by](const char* what, double measured_ms, const Profile& p) {
     std::printf("  %s, %s (ms; measured step: %.2f ms):\n", what, by, measured_ms);
     double sum = 0;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "forge/backend.h"
+#include "forge/devices.h"
 
 namespace forge::cli {
 namespace {

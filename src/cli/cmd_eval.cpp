@@ -79,7 +79,7 @@ int run_eval(const EvalArgs& a, bool has_ids, bool has_text) {
   if (ids.size() < 2)
     fail(ErrorKind::Format, "need at least 2 tokens to score, got " + std::to_string(ids.size()));
 
-  const gpt2::Model model = gpt2::Model::load(a.model, Device::parse(a.device));
+  const gpt2::Model model = gpt2::Model::load(a.model, parse_device(a.device));
   gpt2::EvalOptions o;
   o.window = a.window;
   o.stride = a.stride;
@@ -124,7 +124,7 @@ void register_eval(CLI::App& app, Action& action) {
   cmd->add_option("--stride", a->stride,
                   "New targets scored per window, 1..window (default: window = no overlap)")
       ->check(int_in_range(1, int64_t{1} << 30));
-  cmd->add_option("--device", a->device, "Device (cpu, vulkan, vulkan:N)")->capture_default_str();
+  cmd->add_option("--device", a->device, "Device (" + device_choices() + ")")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->callback([&action, a, ids, text] {
     const bool has_ids = ids->count() > 0, has_text = text->count() > 0;

@@ -107,7 +107,7 @@ int run_generate(const GenerateArgs& a) {
   if (!o.stop.empty() && !tok)
     fail(ErrorKind::Tokenizer, "--stop needs tokenizer files (the model folder has none)");
 
-  const gpt2::Model model = gpt2::Model::load(a.model, Device::parse(a.device));
+  const gpt2::Model model = gpt2::Model::load(a.model, parse_device(a.device));
   gpt2::TokenCallback on_token;
   gpt2::TextCallback on_text;
   bool first_id = true;
@@ -189,7 +189,7 @@ void register_generate(CLI::App& app, Action& action) {
                 "Keep the last tokens of a prompt longer than the context instead of failing");
   cmd->add_flag("--ignore-eos", a->ignore_eos, "Do not stop at the end-of-text token");
   cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer folder (default: the model folder)");
-  cmd->add_option("--device", a->device, "Device (cpu, vulkan, vulkan:N)")->capture_default_str();
+  cmd->add_option("--device", a->device, "Device (" + device_choices() + ")")->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object at the end instead of streaming");
   cmd->callback([&action, a, p, ids] {
     a->has_prompt = p->count() > 0;

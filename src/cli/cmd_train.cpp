@@ -394,7 +394,7 @@ Prepared prepare_model(const TrainArgs& a, const std::vector<Setting>& settings,
         fail(ErrorKind::Format, std::string("--") + k +
                                     " cannot be combined with --init-from (the model folder "
                                     "fixes the architecture)");
-    p.init = gpt2::Model::load(a.init_from, Device::parse(a.device));
+    p.init = gpt2::Model::load(a.init_from, parse_device(a.device));
     p.config = p.init->config();
   } else {
     p.config = gpt2::Config::preset(a.preset);
@@ -522,7 +522,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
                                " (give more text, or a smaller --batch/--seq)");
 
   gpt2::Model model =
-      prep.init ? std::move(*prep.init) : gpt2::Model::random(cfg, a.seed, Device::parse(a.device));
+      prep.init ? std::move(*prep.init) : gpt2::Model::random(cfg, a.seed, parse_device(a.device));
   prep.init.reset();
   train::Trainer trainer(model, h);
 
@@ -817,7 +817,8 @@ void register_train(CLI::App& app, Action& action) {
                   "time-limited jobs; continue with --resume)")
       ->check(int_in_range(1, big));
   cmd->add_flag("--resume", a->resume, "Continue the run in --out from its training state");
-  cmd->add_option("--device", a->device, "Device (cpu, vulkan, vulkan:N)")->capture_default_str();
+  cmd->add_option("--device", a->device, "Device (" + device_choices() + ")")
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print the final summary as one JSON object on stdout");
   cmd->callback([&action, a, settings] {
     action = [a, settings]() -> int { return run_train(*a, *settings); };

@@ -6,6 +6,8 @@
 #include <functional>
 #include <string>
 
+#include "forge/devices.h"
+
 namespace forge::cli {
 
 /// A subcommand's action runs after parsing; it returns the process exit code.

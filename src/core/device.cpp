@@ -1,42 +1,22 @@
 #include "forge/device.h"
 
-#include <cctype>
-
-#include "forge/backend.h"
 #include "forge/error.h"
 
 namespace forge {
 
-Device Device::parse(const std::string& text) {
-  auto fail = [&]() -> Device {
-    throw Error(ErrorKind::Format, "device: cannot parse '" + text +
-                                       "' (expected cpu, vulkan, vulkan:N, cuda or cuda:N)");
-  };
-  std::string name = text;
-  int index = 0;
-  const auto colon = text.find(':');
-  if (colon != std::string::npos) {
-    name = text.substr(0, colon);
-    const std::string num = text.substr(colon + 1);
-    if (num.empty() || num.size() > 4) return fail();
-    for (char c : num)
-      if (!std::isdigit(static_cast<unsigned char>(c))) return fail();
-    index = std::stoi(num);
-  }
-  if (name == "cpu" && index == 0) return Device::cpu();
-  if (name == "vulkan")
-    return {DeviceKind::Vulkan, colon == std::string::npos ? default_vulkan_index() : index};
-  if (name == "cuda") return {DeviceKind::Cuda, index};
-  return fail();
+Device::Device(std::string_view backend, int idx) : index(idx), name_{} {
+  bool ok = !backend.empty() && backend.size() <= kMaxName && idx >= 0;
+  for (char c : backend) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  if (!ok)
+    throw Error(ErrorKind::Format, "device: '" + std::string(backend) + ":" + std::to_string(idx) +
+                                       "' is not a backend name (1-15 of a-z, 0-9, _) and an "
+                                       "index >= 0");
+  backend.copy(name_.data(), backend.size());
 }
 
 std::string Device::str() const {
-  switch (kind) {
-    case DeviceKind::Cpu: return "cpu";
-    case DeviceKind::Vulkan: return "vulkan:" + std::to_string(index);
-    case DeviceKind::Cuda: return "cuda:" + std::to_string(index);
-  }
-  return "?";
+  if (is_cpu() && index == 0) return "cpu";
+  return std::string(backend()) + ":" + std::to_string(index);
 }
 
 }  // namespace forge

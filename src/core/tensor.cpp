@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "forge/backend.h"
 #include "forge/error.h"
 
 namespace forge {
@@ -15,13 +14,13 @@ Device Tensor::device() const { return storage_ ? storage_->device() : Device::c
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   const Shape s = Shape::checked(shape.dims(), "Tensor::empty");
   const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(dtype);
-  return Tensor(backend_for(device).allocate(bytes), 0, s, dtype);
+  return Tensor(device_memory(device).allocate(bytes), 0, s, dtype);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   const Shape s = Shape::checked(shape.dims(), "Tensor::zeros");
   const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(dtype);
-  return Tensor(backend_for(device).allocate_zeros(bytes), 0, s, dtype);
+  return Tensor(device_memory(device).allocate_zeros(bytes), 0, s, dtype);
 }
 
 Tensor Tensor::full(const Shape& shape, float value, Device device) {
@@ -37,7 +36,7 @@ Tensor from_host(const std::vector<T>& data, const Shape& shape, Device device) 
     throw Error(ErrorKind::Shape, "Tensor::from_vector: " + std::to_string(data.size()) +
                                       " values do not fill shape " + s.str());
   Tensor t = Tensor::empty(s, dtype_of<T>(), device);
-  if (!data.empty()) backend_for(device).write(*t.storage(), 0, data.data(), t.nbytes());
+  if (!data.empty()) device_memory(device).write(*t.storage(), 0, data.data(), t.nbytes());
   return t;
 }
 }  // namespace
@@ -45,16 +44,15 @@ Tensor from_host(const std::vector<T>& data, const Shape& shape, Device device) 
 Tensor Tensor::from_vector(const std::vector<float>& data, const Shape& shape, Device device) {
   return from_host(data, shape, device);
 }
-Tensor Tensor::from_vector(const std::vector<uint32_t>& data, const Shape& shape,
-                           Device device) {
+Tensor Tensor::from_vector(const std::vector<uint32_t>& data, const Shape& shape, Device device) {
   return from_host(data, shape, device);
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   const Shape s = Shape::checked(shape.dims(), "reshape");
   if (s.numel() != numel())
-    throw Error(ErrorKind::Shape,
-                "reshape: cannot view " + shape_.str() + " as " + s.str() + " (element counts differ)");
+    throw Error(ErrorKind::Shape, "reshape: cannot view " + shape_.str() + " as " + s.str() +
+                                      " (element counts differ)");
   return Tensor(storage_, offset_, s, dtype_);
 }
 
@@ -62,8 +60,7 @@ Tensor Tensor::narrow_rows(int64_t start, int64_t count) const {
   if (rank() == 0) throw Error(ErrorKind::Shape, "narrow_rows: tensor has rank 0");
   if (start < 0 || count < 0 || start > shape_[0] || count > shape_[0] - start)
     throw Error(ErrorKind::Range, "narrow_rows: rows [" + std::to_string(start) + ", " +
-                                      std::to_string(start + count) + ") outside " +
-                                      shape_.str());
+                                      std::to_string(start + count) + ") outside " + shape_.str());
   std::vector<int64_t> dims = shape_.dims();
   dims[0] = count;
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
@@ -78,7 +75,7 @@ std::vector<T> Tensor::to_vector() const {
                                       ", asked for " + dtype_name(dtype_of<T>()));
   std::vector<T> out(static_cast<size_t>(numel()));
   if (!out.empty())
-    backend_for(device()).read(*storage_, offset_ * dtype_size(dtype_), out.data(), nbytes());
+    device_memory(device()).read(*storage_, offset_ * dtype_size(dtype_), out.data(), nbytes());
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
@@ -98,12 +95,12 @@ void Tensor::copy_from(const Tensor& src) {
   if (nbytes() == 0) return;
   const size_t es = dtype_size(dtype_);
   if (src.device() == device()) {
-    backend_for(device()).copy(*src.storage(), src.offset() * es, *storage_, offset_ * es,
-                               nbytes());
+    device_memory(device()).copy(*src.storage(), src.offset() * es, *storage_, offset_ * es,
+                                 nbytes());
   } else {
     std::vector<unsigned char> host(nbytes());
-    backend_for(src.device()).read(*src.storage(), src.offset() * es, host.data(), nbytes());
-    backend_for(device()).write(*storage_, offset_ * es, host.data(), nbytes());
+    device_memory(src.device()).read(*src.storage(), src.offset() * es, host.data(), nbytes());
+    device_memory(device()).write(*storage_, offset_ * es, host.data(), nbytes());
   }
 }
 
@@ -114,11 +111,11 @@ void copy_host(Tensor& t, const std::vector<T>& data) {
   if (t.dtype() != dtype_of<T>())
     throw Error(ErrorKind::DType, "copy_from: host data type does not match " + t.str());
   if (static_cast<int64_t>(data.size()) != t.numel())
-    throw Error(ErrorKind::Shape, "copy_from: " + std::to_string(data.size()) +
-                                      " values for " + t.str());
+    throw Error(ErrorKind::Shape,
+                "copy_from: " + std::to_string(data.size()) + " values for " + t.str());
   if (data.empty()) return;
-  backend_for(t.device()).write(*t.storage(), t.offset() * dtype_size(t.dtype()), data.data(),
-                                t.nbytes());
+  device_memory(t.device())
+      .write(*t.storage(), t.offset() * dtype_size(t.dtype()), data.data(), t.nbytes());
 }
 }  // namespace
 

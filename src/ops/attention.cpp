@@ -55,7 +55,12 @@ Tensor attention(const Tensor& qkv, int64_t n_head, Tensor k_cache, Tensor v_cac
          "pos " + std::to_string(pos) + " without a KV cache (only the new positions exist)");
   if (cached) check_pos(op, pos, d.T, k_cache.dim(1));
   Tensor out = Tensor::empty(Shape::checked({d.B, d.T, d.C}, op), DType::F32, qkv.device());
-  if (out.numel() > 0) be.attention(qkv, n_head, k_cache, v_cache, pos, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.n_head = n_head;
+    at.pos = pos;
+    run(be, Op::attention, {&qkv}, {&k_cache, &v_cache, &out}, at);
+  }
   return out;
 }
 
@@ -76,7 +81,11 @@ Tensor attention_at(const Tensor& qkv, int64_t n_head, Tensor k_cache, Tensor v_
   // Host data is checked for free; a GPU's would need a wait (the kernel clamps instead).
   if (pos.device().is_cpu()) check_pos(op, pos.to_vector<uint32_t>()[0], d.T, k_cache.dim(1));
   Tensor out = Tensor::empty(Shape::checked({d.B, d.T, d.C}, op), DType::F32, qkv.device());
-  if (out.numel() > 0) be.attention_at(qkv, n_head, k_cache, v_cache, pos, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.n_head = n_head;
+    run(be, Op::attention_at, {&qkv, &pos}, {&k_cache, &v_cache, &out}, at);
+  }
   return out;
 }
 

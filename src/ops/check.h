@@ -10,6 +10,7 @@
 #include "forge/backend.h"
 #include "forge/error.h"
 #include "forge/tensor.h"
+#include "ops/dispatch.h"
 
 namespace forge::ops_detail {
 

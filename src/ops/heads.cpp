@@ -31,7 +31,12 @@ Tensor split_heads(const Tensor& qkv, int64_t n_head, int part) {
   const QkvDims d = check_qkv(op, qkv, n_head);
   Tensor out = Tensor::empty(Shape::checked({dim_mul(op, d.B, n_head), d.T, d.C / n_head}, op),
                              DType::F32, qkv.device());
-  if (out.numel() > 0) be.split_heads(qkv, n_head, part, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.n_head = n_head;
+    at.part = part;
+    run(be, Op::split_heads, {&qkv}, {&out}, at);
+  }
   return out;
 }
 
@@ -43,7 +48,11 @@ Tensor merge_heads(const Tensor& x, int64_t n_head) {
   const int64_t B = check_head_major(op, "x", x, n_head);
   Tensor out = Tensor::empty(Shape::checked({B, x.dim(1), dim_mul(op, n_head, x.dim(2))}, op),
                              DType::F32, x.device());
-  if (out.numel() > 0) be.merge_heads(x, n_head, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.n_head = n_head;
+    run(be, Op::merge_heads, {&x}, {&out}, at);
+  }
   return out;
 }
 
@@ -66,7 +75,11 @@ void kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
     fail(ErrorKind::Range, op,
          "kv overflow: pos " + std::to_string(pos) + " + " + std::to_string(t) +
              " new rows > capacity " + std::to_string(cap));
-  if (x.numel() > 0) be.kv_append(cache, x, pos);
+  if (x.numel() > 0) {
+    OpAttrs at;
+    at.pos = pos;
+    run(be, Op::kv_append, {&x}, {&cache}, at);
+  }
 }
 
 Tensor unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head) {
@@ -82,7 +95,11 @@ Tensor unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_
   Tensor out = Tensor::empty(
       Shape::checked({B, dq.dim(1), dim_mul(op, 3, dim_mul(op, n_head, dq.dim(2)))}, op),
       DType::F32, dq.device());
-  if (out.numel() > 0) be.unsplit_head(dq, dk, dv, n_head, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.n_head = n_head;
+    run(be, Op::unsplit_head, {&dq, &dk, &dv}, {&out}, at);
+  }
   return out;
 }
 
@@ -97,7 +114,11 @@ Tensor unmerge_heads(const Tensor& x, int64_t n_head) {
   const int64_t B = x.rank() == 3 ? x.dim(0) : 1;
   Tensor out = Tensor::empty(Shape::checked({dim_mul(op, B, n_head), x.dim(-2), C / n_head}, op),
                              DType::F32, x.device());
-  if (out.numel() > 0) be.unmerge_heads(x, n_head, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.n_head = n_head;
+    run(be, Op::unmerge_heads, {&x}, {&out}, at);
+  }
   return out;
 }
 

@@ -22,7 +22,9 @@ Resolved resolve(const char* op, const Tensor* acc, const Tensor& a, const Tenso
                  const MatmulSpec& spec, const Tensor& bias) {
   if (acc) check_f32(op, "acc", *acc);
   check_f32(op, "a", a);
-  check_f32(op, "b", b);
+  if (!b.defined()) fail(ErrorKind::Shape, op, "b is an undefined tensor");
+  // Weights of the dtypes the op table accepts; the kernel is looked up by them.
+  check_input_dtype(Op::matmul, 1, op, b.dtype(), b.shape().str());
   if (bias.defined()) check_f32(op, "bias", bias);
   Backend& be = same_device(op, {acc ? acc : &a, &a, &b, &bias});
   check_rank(op, "a", a, 2, 3);
@@ -72,7 +74,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec, const Te
   const char* op = "matmul";
   const Resolved r = resolve(op, nullptr, a, b, spec, bias);
   Tensor out = Tensor::empty(Shape::checked(r.dims, op), DType::F32, a.device());
-  if (out.numel() > 0) r.be.matmul(a, b, bias, spec, /*accumulate=*/false, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.spec = spec;
+    run(r.be, Op::matmul, {&a, &b, &bias}, {&out}, at);
+  }
   return out;
 }
 
@@ -119,7 +125,12 @@ void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec
                  const Tensor& bias) {
   Backend& be = check_matmul_add("matmul_add_", "acc", acc, a, b, spec, bias, true);
   // Tensors are contiguous by construction (views are reshapes and row ranges only).
-  if (acc.numel() > 0) be.matmul(a, b, bias, spec, /*accumulate=*/true, acc);
+  if (acc.numel() > 0) {
+    OpAttrs at;
+    at.spec = spec;
+    at.accumulate = true;
+    run(be, Op::matmul, {&a, &b, &bias}, {&acc}, at);
+  }
 }
 
 Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
@@ -127,7 +138,12 @@ Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta
   const char* op = "layernorm_matmul";
   const Resolved r = check_layernorm_matmul(op, x, gamma, beta, eps, w, spec, bias);
   Tensor out = Tensor::empty(Shape::checked(r.dims, op), DType::F32, x.device());
-  if (out.numel() > 0) r.be.layernorm_matmul(x, gamma, beta, eps, w, bias, spec, out);
+  if (out.numel() > 0) {
+    OpAttrs at;
+    at.eps = eps;
+    at.spec = spec;
+    run(r.be, Op::layernorm_matmul, {&x, &gamma, &beta, &w, &bias}, {&out}, at);
+  }
   return out;
 }
 
@@ -143,10 +159,16 @@ ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, co
   if (x.numel() == 0) return res;  // out is then empty too: no rows
   if (res.out.numel() == 0) {      // w2 of no columns: x_new only
     res.x.copy_from(x);
-    be.matmul(a, w1, b1, {}, /*accumulate=*/true, res.x);
+    OpAttrs at;
+    at.accumulate = true;
+    run(be, Op::matmul, {&a, &w1, &b1}, {&res.x}, at);
     return res;
   }
-  be.matmul_add_layernorm_matmul(x, a, w1, b1, gamma, beta, eps, w2, b2, spec2, res.x, res.out);
+  OpAttrs at;
+  at.eps = eps;
+  at.spec = spec2;
+  run(be, Op::matmul_add_layernorm_matmul, {&x, &a, &w1, &b1, &gamma, &beta, &w2, &b2},
+      {&res.x, &res.out}, at);
   return res;
 }
 
@@ -177,7 +199,12 @@ Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks,
   Tensor out2 = out.reshape({a.shape().rows(), total});
   int64_t col = 0;
   for (const Tensor& c : chunks) {
-    if (c.dim(0) > 0 && out.numel() > 0) be.matmul_transb_into(a2, c, alpha, col, out2);
+    if (c.dim(0) > 0 && out.numel() > 0) {
+      OpAttrs at;
+      at.alpha = alpha;
+      at.col_begin = col;
+      run(be, Op::matmul_transb_into, {&a2, &c}, {&out2}, at);
+    }
     col += c.dim(0);
   }
   return out;

@@ -14,7 +14,7 @@ Tensor sumsq(const Tensor& x) {
   check_f32(op, "x", x);
   Backend& be = same_device(op, {&x});
   Tensor out = Tensor::zeros({1}, DType::F32, x.device());
-  if (x.numel() > 0) be.sumsq(x, out);
+  if (x.numel() > 0) run(be, Op::sumsq, {&x}, {&out});
   return out;
 }
 
@@ -41,7 +41,11 @@ void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWP
     fail(ErrorKind::Range, op,
          "weight_decay must be finite and >= 0, got " + fmt_float(p.weight_decay));
   if (p.step < 1) fail(ErrorKind::Range, op, "step must be >= 1, got " + std::to_string(p.step));
-  if (param.numel() > 0) be.adamw(param, grad, m, v, p);
+  if (param.numel() > 0) {
+    OpAttrs at;
+    at.adamw = p;
+    run(be, Op::adamw, {&grad}, {&param, &m, &v}, at);
+  }
 }
 
 }  // namespace forge

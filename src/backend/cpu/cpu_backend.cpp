@@ -85,3 +85,18 @@ void CpuBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size_
 }
 
 }  // namespace forge::cpu
+
+namespace forge {
+
+BackendRegistration cpu_backend_registration() {
+  BackendRegistration r;
+  r.name = "cpu";
+  r.open = [](int) -> Backend& {
+    static cpu::CpuBackend backend;
+    return backend;
+  };
+  r.devices = [open = r.open] { return std::vector<DeviceInfo>{open(0).info()}; };
+  return r;
+}
+
+}  // namespace forge

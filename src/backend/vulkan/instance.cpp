@@ -166,7 +166,7 @@ DeviceInfo Instance::info(int index) const {
   vkGetPhysicalDeviceMemoryProperties(pd, &mem);
 
   DeviceInfo d;
-  d.device = Device::vulkan(index);
+  d.device = Device("vulkan", index);
   d.name = p.deviceName;
   d.kind = kind_name(p.deviceType);
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h)

@@ -580,14 +580,7 @@ void VulkanBackend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const
                                      float eps, const Tensor& w, const Tensor& bias,
                                      const MatmulSpec& spec, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  const int64_t M = o.dim(-2), N = o.dim(-1), K = x.dim(-1);
-  // One row per product (a decode step) fits gemv_n_ln; other shapes: layernorm, then matmul.
-  // (A gemv_t_ln for the LM head after ln_f, each of its ~6,300 workgroups normalizing the
-  // row first, made a GPT-2 decode step 0.017 ms slower on an H200 than the two kernels.)
-  if (M != 1 || spec.trans_b || K > kLnGemvMaxK || ctx_->max_bindings() < 6) {
-    Backend::layernorm_matmul(x, gamma, beta, eps, w, bias, spec, o);
-    return;
-  }
+  const int64_t N = o.dim(-1), K = x.dim(-1);
   const int64_t batch = o.rank() == 3 ? o.dim(0) : 1;
   const int64_t stride_a = x.rank() == 3 ? K : 0;
   const int64_t stride_b = w.rank() == 3 ? w.dim(-2) * w.dim(-1) : 0;
@@ -598,37 +591,57 @@ void VulkanBackend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const
        spec.alpha, spec.gelu ? kEpilogueGelu : 0u, u(batch), 1u, u(N), &ln);
 }
 
+namespace {
+
+// gemv_chain's workgroups per phase: phase 1 in workgroups of 16 columns (as phase 2), or
+// of 8 for long rows of W1 (K1 > 1024), whose loads want more workgroups (measured in
+// docs/PERFORMANCE.md, "Vulkan on an NVIDIA H200").
+struct ChainGrid {
+  bool narrow;
+  uint64_t groups1, groups2;
+};
+ChainGrid chain_grid(int64_t N1, int64_t K1, int64_t N2) {
+  const bool narrow = K1 > 1024;
+  return {narrow, static_cast<uint64_t>(narrow ? (N1 + 7) / 8 : (N1 + 15) / 16),
+          static_cast<uint64_t>((N2 + 15) / 16)};
+}
+
+}  // namespace
+
+bool VulkanBackend::takes_layernorm_matmul(const OpCall& c) const {
+  // One row per product (a decode step) fits gemv_n_ln; other shapes: layernorm, then matmul
+  // (ln_f folded into the LM head was slower: docs/PERFORMANCE.md, "Vulkan on an NVIDIA H200").
+  return c.out(0).dim(-2) == 1 && !c.attrs.spec.trans_b && c.in(0).dim(-1) <= kLnGemvMaxK &&
+         ctx_->max_bindings() >= 6;
+}
+
+bool VulkanBackend::takes_matmul_add_layernorm_matmul(const OpCall& c) const {
+  // One dispatch where FORGE_VULKAN_CHAIN allows it and gemv_chain takes the shapes: one
+  // row, plain 2-D operands, b1 given, vec4-aligned weights (its loads), a row short enough
+  // for the layernorm's shared copy. Otherwise the copy and the two kernels.
+  const Tensor &x = c.in(0), &a = c.in(1), &w1 = c.in(2), &b1 = c.in(3), &w2 = c.in(6);
+  const MatmulSpec& spec2 = c.attrs.spec;
+  const int64_t N1 = x.dim(-1), K1 = a.dim(-1), N2 = c.out(1).dim(-1);
+  const ChainGrid g = chain_grid(N1, K1, N2);
+  // (Its done count holds the dispatch's workgroups in 16 bits.)
+  return chain_mode(ctx_->discrete()) != ChainMode::off && g.groups1 + g.groups2 < 65536 &&
+         ctx_->max_bindings() >= kGemvChainBindings && x.rank() == 2 && x.dim(0) == 1 &&
+         a.rank() == 2 && w1.rank() == 2 && w2.rank() == 2 && b1.defined() && !spec2.trans_a &&
+         !spec2.trans_b && spec2.alpha == 1.0f &&
+         (spec2.b_rows == 0 || spec2.b_rows == w2.dim(0)) && N1 <= kLnGemvMaxK && N1 % 4 == 0 &&
+         N2 % 4 == 0 && w1.offset() % 4 == 0 && w2.offset() % 4 == 0 &&
+         g.groups1 + g.groups2 <= ctx_->limits().maxComputeWorkGroupCount[0];
+}
+
 void VulkanBackend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
                                                 const Tensor& b1, const Tensor& gamma,
                                                 const Tensor& beta, float eps, const Tensor& w2,
                                                 const Tensor& b2, const MatmulSpec& spec2,
                                                 Tensor& x_new, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  // One dispatch where FORGE_VULKAN_CHAIN allows it and gemv_chain takes the shapes: one
-  // row, plain 2-D operands, b1 given, vec4-aligned weights (its loads), a row short enough
-  // for the layernorm's shared copy. Otherwise the copy and the two kernels.
   const int64_t N1 = x.dim(-1), K1 = a.dim(-1), N2 = o.dim(-1);
-  // Phase 1 in workgroups of 16 columns (as phase 2), or of 8 for long rows of W1 (K1 >
-  // 1024), whose loads want more workgroups: on the H200 GPT-2's fc_proj (K1 = 3072) was
-  // done 9.1 us into the dispatch in 48 workgroups of 16 against 7.0 in 96 of 8, while for
-  // its attention projection (K1 = 768) 48 of 16 let all of the dispatch's workgroups fit
-  // on the GPU at once (240 of 264 places).
-  const bool narrow = K1 > 1024;
-  const uint64_t groups1 = static_cast<uint64_t>(narrow ? (N1 + 7) / 8 : (N1 + 15) / 16);
-  const uint64_t groups2 = static_cast<uint64_t>((N2 + 15) / 16);
+  const auto [narrow, groups1, groups2] = chain_grid(N1, K1, N2);
   const ChainMode mode = chain_mode(ctx_->discrete());
-  // (Its done count holds the dispatch's workgroups in 16 bits.)
-  const bool fits = groups1 + groups2 < 65536 && ctx_->max_bindings() >= kGemvChainBindings &&
-                    x.rank() == 2 && x.dim(0) == 1 && a.rank() == 2 && w1.rank() == 2 &&
-                    w2.rank() == 2 && b1.defined() && !spec2.trans_a && !spec2.trans_b &&
-                    spec2.alpha == 1.0f && (spec2.b_rows == 0 || spec2.b_rows == w2.dim(0)) &&
-                    N1 <= kLnGemvMaxK && N1 % 4 == 0 && N2 % 4 == 0 && w1.offset() % 4 == 0 &&
-                    w2.offset() % 4 == 0 &&
-                    groups1 + groups2 <= ctx_->limits().maxComputeWorkGroupCount[0];
-  if (mode == ChainMode::off || !fits) {
-    Backend::matmul_add_layernorm_matmul(x, a, w1, b1, gamma, beta, eps, w2, b2, spec2, x_new, o);
-    return;
-  }
   // Without b2, binding 6 is a again (never read: flags2 has no bias).
   const uint32_t flags2 = (b2.defined() ? 4u : 0u) | (spec2.gelu ? kEpilogueGelu : 0u) |
                           (mode == ChainMode::never_wait ? 32u : 0u) | (narrow ? 64u : 0u);

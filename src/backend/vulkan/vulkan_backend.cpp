@@ -20,10 +20,11 @@ const VkStorage& vk_storage(const Storage& s, const char* what) {
 }  // namespace
 
 VulkanBackend::VulkanBackend(int index)
-    : index_(index), ctx_(std::make_unique<Context>(index, Device::vulkan(index))) {
+    : index_(index), ctx_(std::make_unique<Context>(index, Device("vulkan", index))) {
   // 1 MiB: a batch-1 GPT-2 step needs ~50 KiB of partials at once; attend() and
   // argmax_rows() split less when more would not fit.
   work_ = std::static_pointer_cast<VkStorage>(ctx_->allocate(size_t{1} << 20, true));
+  register_kernels();
 }
 
 DeviceInfo VulkanBackend::info() const { return Instance::get().info(index_); }
@@ -112,3 +113,18 @@ int default_index() {
 }
 
 }  // namespace forge::vk
+
+namespace forge {
+
+// The one place that tells the registry about Vulkan (FORGE_BACKEND(vulkan), CMake).
+BackendRegistration vulkan_backend_registration() {
+  BackendRegistration r;
+  r.name = "vulkan";
+  r.indexed = true;
+  r.open = [](int index) -> Backend& { return vk::backend(index); };
+  r.devices = [] { return vk::device_infos(); };
+  r.default_index = [] { return vk::default_index(); };
+  return r;
+}
+
+}  // namespace forge

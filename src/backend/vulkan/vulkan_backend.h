@@ -2,7 +2,8 @@
 // on any Vulkan 1.1 device, lavapipe included. Kernels record dispatches into the
 // context's command buffer (see context.h); nothing runs until the host needs data.
 //   vulkan_backend.cpp   storage, transfers, device registry
-//   kernels.cpp          every Backend kernel: push constants, grid, shader
+//   kernels.cpp          every kernel: push constants, grid, shader
+//   kernel_table.cpp     the kernels, registered for the op table
 #pragma once
 
 #include <memory>
@@ -40,10 +41,6 @@ class VulkanBackend final : public Backend {
   ChainCounts take_chain_counts();
 
   DeviceInfo info() const override;
-  /// All ops but attention_at on devices binding fewer than kAttnDecodeBindings buffers.
-  bool supports(std::string_view op) const override {
-    return op != "attention_at" || ctx_->max_bindings() >= kAttnDecodeBindings;
-  }
   std::shared_ptr<Storage> allocate(size_t bytes) override;
   std::shared_ptr<Storage> allocate_zeros(size_t bytes) override;
   void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) override;
@@ -66,51 +63,53 @@ class VulkanBackend final : public Backend {
     ctx_->read_wait(ticket, dst, bytes);
   }
 
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void gelu(const Tensor& x, Tensor& out) override;
+  // The kernels (registered in kernel_table.cpp: every op, attention_at only on devices
+  // binding kAttnDecodeBindings buffers; shapes as in forge/ops.h).
+  void add(const Tensor& a, const Tensor& b, Tensor& out);
+  void gelu(const Tensor& x, Tensor& out);
   void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
-              bool accumulate, Tensor& out) override;
+              bool accumulate, Tensor& out);
+  /// Whether the fused kernels take these shapes (else the ops layer composes them).
+  bool takes_layernorm_matmul(const OpCall& c) const;
+  bool takes_matmul_add_layernorm_matmul(const OpCall& c) const;
   void matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
                                    const Tensor& b1, const Tensor& gamma, const Tensor& beta,
                                    float eps, const Tensor& w2, const Tensor& b2,
-                                   const MatmulSpec& spec2, Tensor& x_new, Tensor& out) override;
+                                   const MatmulSpec& spec2, Tensor& x_new, Tensor& out);
   void layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        const Tensor& w, const Tensor& bias, const MatmulSpec& spec,
-                        Tensor& out) override;
-  void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out) override;
-  void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                 Tensor& out) override;
-  void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out) override;
+                        const Tensor& w, const Tensor& bias, const MatmulSpec& spec, Tensor& out);
+  void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out);
+  void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out);
+  void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out);
   void matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha, int64_t col_begin,
-                          Tensor& out) override;
-  void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) override;
-  void merge_heads(const Tensor& x, int64_t n_head, Tensor& out) override;
-  void kv_append(Tensor& cache, const Tensor& x, int64_t pos) override;
+                          Tensor& out);
+  void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out);
+  void merge_heads(const Tensor& x, int64_t n_head, Tensor& out);
+  void kv_append(Tensor& cache, const Tensor& x, int64_t pos);
   void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
-                 Tensor& out) override;
+                 Tensor& out);
   void attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
-                    const Tensor& pos, Tensor& out) override;
+                    const Tensor& pos, Tensor& out);
 
-  void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) override;
-  void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) override;
+  void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);
+  void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx);
   void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps, Tensor& dx,
-                     Tensor& dgamma, Tensor& dbeta) override;
-  void sum_rows(const Tensor& x, Tensor& out) override;
-  void argmax_rows(const Tensor& x, Tensor& out) override;
-  void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) override;
-  void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) override;
-  void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out) override;
-  void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
-               Tensor& out) override;
+                     Tensor& dgamma, Tensor& dbeta);
+  void sum_rows(const Tensor& x, Tensor& out);
+  void argmax_rows(const Tensor& x, Tensor& out);
+  void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out);
+  void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out);
+  void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out);
+  void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale, Tensor& out);
   void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head,
-                    Tensor& out) override;
-  void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out) override;
-  void sumsq(const Tensor& x, Tensor& out) override;
-  void scale(const Tensor& x, float s, Tensor& out) override;
-  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-             const AdamWParams& p) override;
+                    Tensor& out);
+  void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out);
+  void sumsq(const Tensor& x, Tensor& out);
+  void scale(const Tensor& x, float s, Tensor& out);
+  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
 
  private:
+  void register_kernels();  // kernel_table.cpp
   /// n invocations of a 256-wide 1-D shader.
   void run_1d(const char* shader, const std::vector<Arg>& args, const std::vector<uint32_t>& params,
               uint64_t n);

@@ -1,0 +1,42 @@
+// The devices of this build: what `forge devices` lists, what `--device` accepts. Each
+// backend registers itself (forge/backend.h, BackendRegistration); nothing here names one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "forge/device.h"
+
+namespace forge {
+
+/// What a device can do, for `forge devices` and for code that must split buffers.
+struct DeviceInfo {
+  Device device;
+  std::string name;                // "cpu (AMD EPYC, avx512)", "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string kind;                // "cpu", "integrated-gpu", "discrete-gpu", "virtual-gpu", ...
+  int threads = 0;                 // worker threads (CPU)
+  uint64_t memory_bytes = 0;       // total device memory (CPU: physical RAM)
+  uint64_t max_binding_bytes = 0;  // largest buffer one kernel may bind (CPU: unlimited = 0)
+  std::string simd;                // CPU: "avx512", "avx2", "portable"
+  /// Further limits worth showing, as (name, value) lines (Vulkan: storage buffer range,
+  /// offset alignment, shared memory, workgroup size/count, subgroup size, memory heaps).
+  std::vector<std::pair<std::string, std::string>> limits;
+};
+
+/// Every device of every registered backend, in registration order (the CPU first).
+std::vector<DeviceInfo> list_devices();
+
+/// "cpu", "NAME" or "NAME:N" for a registered backend NAME; "NAME" alone is that backend's
+/// default device (Vulkan: the first discrete GPU). Error(Format) naming the registered
+/// backends for anything else. The device need not exist: using it reports why not.
+Device parse_device(const std::string& text);
+
+/// What `--device` accepts, for help texts: "cpu, vulkan, vulkan:N".
+std::string device_choices();
+
+/// The registered backends' names, in registration order.
+std::vector<std::string> backend_names();
+
+}  // namespace forge

@@ -1,0 +1,49 @@
+#include "ops/dispatch.h"
+
+#include "forge/error.h"
+
+namespace forge::ops_detail {
+namespace {
+
+DTypeKey key_of(const OpCall& c) {
+  const OpInfo& info = op_info(c.op);
+  DTypeKey k = 0;
+  for (size_t i = 0; i < info.inputs.size(); ++i) {
+    const Tensor* t = c.inputs[i];
+    const DType d = t && t->defined() ? t->dtype() : info.inputs[i].dtype;
+    k |= static_cast<DTypeKey>(static_cast<uint32_t>(d) + 1) << (4 * i);
+  }
+  return k;
+}
+
+void compose(Backend& be, const OpCall& c) {
+  switch (c.op) {
+    case Op::layernorm_matmul: return compose_layernorm_matmul(be, c);
+    case Op::matmul_add_layernorm_matmul: return compose_matmul_add_layernorm_matmul(be, c);
+    default: break;
+  }
+  throw Error(ErrorKind::Backend, op_info(c.op).name + ": a fused op without a composition");
+}
+
+}  // namespace
+
+void run(Backend& be, const OpCall& call) {
+  const DTypeKey key = key_of(call);
+  const KernelEntry* k = be.find_kernel(call.op, key);
+  if (k && (!k->accepts || k->accepts(be, call))) return k->run(be, call);
+  if (op_info(call.op).kind == OpKind::fused && key == table_key(call.op)) return compose(be, call);
+  throw Error(ErrorKind::Unsupported, op_info(call.op).name + ": device " + be.info().device.str() +
+                                          " has no kernel for " + key_str(call.op, key));
+}
+
+void run(Backend& be, Op op, std::initializer_list<const Tensor*> inputs,
+         std::initializer_list<Tensor*> outputs, const OpAttrs& attrs) {
+  OpCall c{op, {}, {}, attrs};
+  size_t i = 0;
+  for (const Tensor* t : inputs) c.inputs[i++] = t;
+  i = 0;
+  for (Tensor* t : outputs) c.outputs[i++] = t;
+  run(be, c);
+}
+
+}  // namespace forge::ops_detail
