@@ -23,8 +23,9 @@
 //
 // Signals: the first SIGINT/SIGTERM lets the current step finish, saves a checkpoint and
 // exits with 128 + signal; a second one exits at once (the last checkpoint is intact).
-#include <fcntl.h>
-#include <sys/file.h>
+//
+// The folder's mechanics (lock, atomic files, staged model saves, the metrics log, the
+// signals) are src/train/ (forge/run_dir.h); this file parses, runs the loop and prints.
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,16 +50,17 @@
 #include "cli/id_list.h"
 #include "cli/loss_plot.h"
 #include "cli/progress.h"
+#include "cli/train_args.h"
 #include "forge/data.h"
 #include "forge/error.h"
 #include "forge/generate.h"
 #include "forge/gpt2.h"
+#include "forge/run_dir.h"
 #include "forge/safetensors.h"
 #include "forge/threads.h"
 #include "forge/tokenizer.h"
 #include "forge/train.h"
 #include "forge/version.h"
-#include "io/atomic_file.h"
 
 namespace forge::cli {
 namespace {
@@ -81,51 +83,6 @@ constexpr const char* kMetaElapsed = "forge_elapsed_seconds";
 
 [[noreturn]] void fail(ErrorKind kind, const std::string& what) {
   throw Error(kind, "train: " + what);
-}
-
-// ---- settings -------------------------------------------------------------------------
-
-struct TrainArgs {
-  std::string data, out, tokenizer, preset, init_from, device = "cpu";
-  double val_fraction = 0.1;
-  int64_t layers = 0, heads = 0, embd = 0, ctx = 0;  // 0: the preset's
-  // llm.c's CPU default is B = 4, T = 64; nanoGPT's is larger, for a GPU. Hyper's are the
-  // library's (nanoGPT's optimizer settings); batch and seq here suit a CPU.
-  int64_t batch = 8, micro_batch = 0, seq = 0, steps = 1000, warmup = 0;
-  double lr = 6e-4, weight_decay = 0.1, clip = 1.0, dropout = 0.0;
-  uint64_t seed = 1337;
-  int64_t eval_every = 100, eval_batches = 20, sample_every = 200, sample_tokens = 64;
-  int64_t save_every = 250, stop_after = 0;
-  bool resume = false, json = false;
-};
-
-/// How an option behaves on --resume.
-enum class OnResume {
-  Fixed,  // part of the trajectory: must equal the checkpoint's value
-  Input,  // names the data/tokenizer/initial model: checked through the data fingerprint
-  Free,   // may change between runs (eval, sampling, checkpoint cadence, output)
-};
-
-/// One command-line setting: its settings-JSON key, its option, and access to its value.
-struct Setting {
-  std::string key;
-  CLI::Option* option = nullptr;
-  OnResume on_resume = OnResume::Fixed;
-  std::function<ordered_json(const TrainArgs&)> get;
-  std::function<void(TrainArgs&, const ordered_json&)> set;
-};
-
-template <class T>
-Setting setting(const std::string& key, T TrainArgs::*member, OnResume on_resume) {
-  return Setting{key, nullptr, on_resume,
-                 [member](const TrainArgs& a) { return ordered_json(a.*member); },
-                 [member](TrainArgs& a, const ordered_json& j) { a.*member = j.get<T>(); }};
-}
-
-ordered_json settings_json(const TrainArgs& a, const std::vector<Setting>& settings) {
-  ordered_json j = ordered_json::object();
-  for (const Setting& s : settings) j[s.key] = s.get(a);
-  return j;
 }
 
 // ---- small helpers ----------------------------------------------------------------------
@@ -169,153 +126,6 @@ std::string default_tokenizer_dir() {
     if (has_tokenizer_files(dir)) return fs::weakly_canonical(dir, ec).string();
   return "";
 }
-
-/// Replaces `path` atomically with `text`.
-void write_file_atomic(const fs::path& path, const std::string& text) {
-  io::AtomicFile f(path.string(), "train");
-  f.write(text.data(), text.size());
-  f.commit();
-}
-
-/// Appends one line with a single write(), so a kill leaves either the whole line or none
-/// of it (and a resume rewrites the file anyway).
-void append_line(const fs::path& path, const std::string& line) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) fail(ErrorKind::Io, "cannot open " + path.string() + " for appending");
-  const std::string text = line + "\n";
-  const ssize_t n = ::write(fd, text.data(), text.size());
-  ::close(fd);
-  if (n != static_cast<ssize_t>(text.size()))
-    fail(ErrorKind::Io, "cannot append to " + path.string() + " (disk full?)");
-}
-
-/// Removes temp files that an earlier process killed mid-write left in OUT ("<name>.tmp.<pid>",
-/// io::AtomicFile's naming). Called while holding OUT's lock, so none belongs to a live run.
-void remove_stale_temp_files(const fs::path& out) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(out, ec)) {
-    const std::string name = e.path().filename().string();
-    const size_t pos = name.rfind(".tmp.");
-    if (pos == std::string::npos || pos + 5 >= name.size()) continue;
-    if (name.find_first_not_of("0123456789", pos + 5) != std::string::npos) continue;
-    std::error_code rm;
-    if (e.is_regular_file(rm)) fs::remove(e.path(), rm);
-  }
-}
-
-constexpr const char* kStagingDir = ".model_staging";
-
-/// Writes config.json + model.safetensors so that each replaces its old version atomically.
-/// gpt2::Model::save rewrites config.json in place, so it saves into a staging folder in
-/// OUT and each file is then renamed over its final name (after an fsync, so that a rename
-/// never publishes data that is not on disk).
-void save_model_atomically(const gpt2::Model& model, const fs::path& out) {
-  const fs::path stage = out / kStagingDir;
-  std::error_code ec;
-  fs::remove_all(stage, ec);
-  try {
-    model.save(stage.string());
-    for (const char* name : {"model.safetensors", "config.json"}) {
-      const fs::path from = stage / name;
-      const int fd = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-      const bool synced = fd >= 0 && ::fsync(fd) == 0;
-      if (fd >= 0) ::close(fd);
-      if (!synced) fail(ErrorKind::Io, "cannot sync " + from.string());
-      fs::rename(from, out / name, ec);
-      if (ec)
-        fail(ErrorKind::Io,
-             "cannot move " + from.string() + " to " + (out / name).string() + ": " + ec.message());
-    }
-  } catch (...) {
-    fs::remove_all(stage, ec);
-    throw;
-  }
-  fs::remove_all(stage, ec);
-}
-
-/// An exclusive lock on OUT for the process's life: two runs writing one folder would
-/// corrupt each other's checkpoints.
-void lock_out_dir(const fs::path& out) {
-  const fs::path lock = out / ".forge_train.lock";
-  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) fail(ErrorKind::Io, "cannot create " + lock.string());
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    fail(ErrorKind::Io, "another forge train is writing " + out.string());
-  }
-  // The descriptor stays open (and the lock held) until the process exits.
-}
-
-// ---- signals ----------------------------------------------------------------------------
-
-volatile std::sig_atomic_t g_signal = 0;
-
-void write_stderr(const char* s) {
-  size_t n = 0;
-  while (s[n] != '\0') ++n;
-  [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, s, n);
-}
-
-void on_stop_signal(int sig) {
-  if (g_signal != 0) {
-    // Every file is replaced atomically, so exiting here loses only the unsaved steps.
-    write_stderr("\nforge train: second signal: exiting now (the last checkpoint is intact)\n");
-    ::_exit(128 + sig);
-  }
-  g_signal = sig;
-  write_stderr(
-      "\nforge train: finishing this step, then saving a checkpoint (signal again to quit "
-      "at once)\n");
-}
-
-void install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-// ---- metrics ----------------------------------------------------------------------------
-
-struct MetricsLog {
-  fs::path path;
-  LossPoints train, val;
-
-  void add(const ordered_json& rec) {
-    const double step = rec["step"].get<double>();
-    if (rec["loss"].is_number()) train.emplace_back(step, rec["loss"].get<double>());
-    if (rec.contains("val_loss") && rec["val_loss"].is_number())
-      val.emplace_back(step, rec["val_loss"].get<double>());
-  }
-
-  /// Keeps the records of steps <= `step` (a resumed run's file then continues exactly
-  /// where the checkpoint was taken); drops everything from the first unreadable line on.
-  void truncate_to(int64_t step) {
-    std::ifstream f(path, std::ios::binary);
-    std::string kept, line;
-    while (f && std::getline(f, line)) {
-      ordered_json rec;
-      try {
-        rec = ordered_json::parse(line);
-      } catch (const std::exception&) {
-        break;  // a line cut by a kill: nothing after it can be trusted
-      }
-      if (!rec.is_object() || !rec.contains("step") || !rec["step"].is_number_integer() ||
-          rec["step"].get<int64_t>() > step)
-        break;
-      add(rec);
-      kept += line + "\n";
-    }
-    write_file_atomic(path, kept);
-  }
-
-  void append(const ordered_json& rec) {
-    append_line(path, rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    add(rec);
-  }
-};
 
 // ---- the run ----------------------------------------------------------------------------
 
@@ -430,9 +240,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   fs::create_directories(out, ec);
   if (!fs::is_directory(out, ec))
     fail(ErrorKind::Io, "cannot create the output folder " + out.string());
-  lock_out_dir(out);
-  remove_stale_temp_files(out);
-  fs::remove_all(out / kStagingDir, ec);  // a save that a kill interrupted
+  train::claim_run_dir(out.string());
   const fs::path state_path = out / kStateFile;
 
   std::map<std::string, std::string> meta;
@@ -545,7 +353,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   const std::vector<data::Batch> val_batches =
       data::sequential_batches(dataset.val, a.micro_batch, a.seq, a.eval_batches);
 
-  MetricsLog metrics{out / kMetricsFile, {}, {}};
+  train::MetricsLog metrics((out / kMetricsFile).string());
   metrics.truncate_to(first_step);  // a fresh run: an empty file
 
   const ordered_json settings_now = settings_json(a, settings);
@@ -571,12 +379,13 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
     };
     // The state first: with it alone a resume is possible, whatever happens next.
     trainer.save_state(state_path.string(), m);
-    save_model_atomically(model, out);
+    train::save_model_atomically(model, out.string());
     if (tok && !tokenizer_saved) {
       tok->save(out.string());
       tokenizer_saved = true;
     }
-    write_file_atomic(out / kPlotFile, loss_plot_svg(metrics.train, metrics.val, plot_title));
+    train::write_file_atomic((out / kPlotFile).string(),
+                             loss_plot_svg(metrics.train(), metrics.val(), plot_title));
     saved_step = step;
   };
 
@@ -624,7 +433,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
     progress.note("--- sample at step " + std::to_string(step) + " ---\n" + text + "\n---");
   };
 
-  install_signal_handlers();
+  train::install_stop_signals();
   double last_val = std::nan(""), last_loss = std::nan("");
   double step_seconds = 0;
   int64_t tokens_done = 0, steps_done = 0, eval_step = -1;
@@ -654,11 +463,11 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
       rec["val_loss"] = last_val;
       progress.note("step " + std::to_string(step) + ": val loss " + fmt_loss(last_val));
     }
-    metrics.append(rec);
+    metrics.append(rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     if (a.sample_every > 0 && step % a.sample_every == 0) sample(step);
 
-    if (g_signal != 0) {
-      stop_reason = g_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (train::stop_signal() != 0) {
+      stop_reason = train::stop_signal() == SIGINT ? "SIGINT" : "SIGTERM";
       break;
     }
     if (a.stop_after > 0 && steps_done >= a.stop_after && step < a.steps) {
@@ -712,114 +521,7 @@ void register_train(CLI::App& app, Action& action) {
       "train", "Train a GPT-2 from scratch or fine-tune one; checkpoints into --out");
   auto a = std::make_shared<TrainArgs>();
   auto settings = std::make_shared<std::vector<Setting>>();
-  const int64_t big = int64_t{1} << 40;
-  auto add = [&](Setting s, CLI::Option* opt) {
-    s.option = opt;
-    settings->push_back(std::move(s));
-    return opt;
-  };
-  using R = OnResume;
-  // Data and model.
-  add(setting("data", &TrainArgs::data, R::Input),
-      cmd->add_option("--data", a->data,
-                      "A text file, a folder of .txt files, or a token file (llm.c layout)"));
-  cmd->add_option("--out", a->out, "Output folder: checkpoints, metrics.jsonl, loss.svg")
-      ->required();
-  add(setting("tokenizer", &TrainArgs::tokenizer, R::Input),
-      cmd->add_option("--tokenizer", a->tokenizer,
-                      "GPT-2 BPE tokenizer folder, or 'char' for a character vocabulary of the "
-                      "data (default: GPT-2's files from scripts/fetch_tokenizer.sh, or the "
-                      "--init-from model's)"));
-  add(setting("val_fraction", &TrainArgs::val_fraction, R::Fixed),
-      cmd->add_option("--val-fraction", a->val_fraction,
-                      "The last fraction of the tokens, in [0, 0.5], is the validation split")
-          ->capture_default_str());
-  add(setting("preset", &TrainArgs::preset, R::Fixed),
-      cmd->add_option("--preset", a->preset,
-                      "Model shapes: tiny, mini, gpt2, gpt2-medium, ... (default: mini)"));
-  add(setting("layers", &TrainArgs::layers, R::Fixed),
-      cmd->add_option("--layers", a->layers, "Transformer blocks (overrides the preset's)")
-          ->check(int_in_range(1, 1024)));
-  add(setting("heads", &TrainArgs::heads, R::Fixed),
-      cmd->add_option("--heads", a->heads, "Attention heads (overrides the preset's)")
-          ->check(int_in_range(1, 1024)));
-  add(setting("embd", &TrainArgs::embd, R::Fixed),
-      cmd->add_option("--embd", a->embd, "Embedding width (overrides the preset's)")
-          ->check(int_in_range(1, 1 << 16)));
-  add(setting("ctx", &TrainArgs::ctx, R::Fixed),
-      cmd->add_option("--ctx", a->ctx, "Context positions (overrides the preset's)")
-          ->check(int_in_range(1, 1 << 20)));
-  add(setting("init_from", &TrainArgs::init_from, R::Input),
-      cmd->add_option("--init-from", a->init_from,
-                      "Fine-tune this HF GPT-2 model folder instead of a random init"));
-  // Optimization.
-  add(setting("batch", &TrainArgs::batch, R::Fixed),
-      cmd->add_option("-b,--batch", a->batch, "Sequences per optimizer step")
-          ->check(int_in_range(1, 1 << 20))
-          ->capture_default_str());
-  add(setting("micro_batch", &TrainArgs::micro_batch, R::Fixed),
-      cmd->add_option("--micro-batch", a->micro_batch,
-                      "Sequences per forward/backward (gradient accumulation; must divide "
-                      "--batch; default: --batch)")
-          ->check(int_in_range(1, 1 << 20)));
-  add(setting("seq", &TrainArgs::seq, R::Fixed),
-      cmd->add_option("-t,--seq", a->seq, "Tokens per sequence (default: the context)")
-          ->check(int_in_range(1, 1 << 20)));
-  add(setting("steps", &TrainArgs::steps, R::Fixed),
-      cmd->add_option("--steps", a->steps, "Optimizer steps of the whole run")
-          ->check(int_in_range(1, big))
-          ->capture_default_str());
-  add(setting("lr", &TrainArgs::lr, R::Fixed),
-      cmd->add_option("--lr", a->lr, "Peak learning rate (cosine decay to 10% at --steps)")
-          ->capture_default_str());
-  add(setting("warmup", &TrainArgs::warmup, R::Fixed),
-      cmd->add_option("--warmup", a->warmup, "Linear warmup steps")
-          ->check(int_in_range(0, big))
-          ->capture_default_str());
-  add(setting("weight_decay", &TrainArgs::weight_decay, R::Fixed),
-      cmd->add_option("--weight-decay", a->weight_decay, "AdamW weight decay (matrices only)")
-          ->capture_default_str());
-  add(setting("clip", &TrainArgs::clip, R::Fixed),
-      cmd->add_option("--clip", a->clip, "Global grad-norm clip (0: off)")->capture_default_str());
-  add(setting("dropout", &TrainArgs::dropout, R::Fixed),
-      cmd->add_option("--dropout", a->dropout, "Dropout probability, in [0, 1)")
-          ->capture_default_str());
-  add(setting("seed", &TrainArgs::seed, R::Fixed),
-      cmd->add_option("--seed", a->seed, "Seed of the init, the batches and dropout")
-          ->capture_default_str());
-  // Around the step: free to change on resume.
-  add(setting("eval_every", &TrainArgs::eval_every, R::Free),
-      cmd->add_option("--eval-every", a->eval_every,
-                      "Validation loss every N steps (and at the end; 0: only at the end)")
-          ->check(int_in_range(0, big))
-          ->capture_default_str());
-  add(setting("eval_batches", &TrainArgs::eval_batches, R::Free),
-      cmd->add_option("--eval-batches", a->eval_batches,
-                      "Validation batches per evaluation, at most (0: the whole split)")
-          ->check(int_in_range(0, big))
-          ->capture_default_str());
-  add(setting("sample_every", &TrainArgs::sample_every, R::Free),
-      cmd->add_option("--sample-every", a->sample_every,
-                      "Print a generated sample every N steps (0: never)")
-          ->check(int_in_range(0, big))
-          ->capture_default_str());
-  add(setting("sample_tokens", &TrainArgs::sample_tokens, R::Free),
-      cmd->add_option("--sample-tokens", a->sample_tokens, "Tokens per sample")
-          ->check(int_in_range(1, 1 << 20))
-          ->capture_default_str());
-  add(setting("save_every", &TrainArgs::save_every, R::Free),
-      cmd->add_option("--save-every", a->save_every,
-                      "Checkpoint every N steps (and at the end, and on Ctrl-C; 0: only then)")
-          ->check(int_in_range(0, big))
-          ->capture_default_str());
-  cmd->add_option("--stop-after", a->stop_after,
-                  "Train at most N steps in this run, then checkpoint and exit 0 (for "
-                  "time-limited jobs; continue with --resume)")
-      ->check(int_in_range(1, big));
-  cmd->add_flag("--resume", a->resume, "Continue the run in --out from its training state");
-  cmd->add_option("--device", a->device, "Device (" + device_choices() + ")")
-      ->capture_default_str();
-  cmd->add_flag("--json", a->json, "Print the final summary as one JSON object on stdout");
+  add_train_options(*cmd, *a, *settings);
   cmd->callback([&action, a, settings] {
     action = [a, settings]() -> int { return run_train(*a, *settings); };
   });

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/vulkan/vulkan_backend.h"
 #include "ci.h"
 #include "cli_runner.h"
 #include "forge/data.h"
@@ -25,7 +26,6 @@
 #include "forge/gpt2.h"
 #include "forge/train.h"
 #include "scoped_env.h"
-#include "backend/vulkan/vulkan_backend.h"
 
 namespace forge::test {
 namespace {
@@ -466,7 +466,6 @@ TEST_F(Vulkan, ViewsAtUnalignedOffsetsMatchTheCpu) {
   // would let a kernel that leaves a column out of the row's sum pass.
   expect_gpu_matches_cpu(run, dev_, {{1e-3}, {1e-3}, {1e-3}, {0.0, 1e-5}, {1e-3}, {1e-3}});
 }
-
 
 // Ops are recorded, not submitted: a chain of ops costs one submit, at the readback; and a
 // repeated step allocates no new device memory after its first run (the buffer pool).
