@@ -3,14 +3,14 @@
 // context's command buffer (see context.h); nothing runs until the host needs data.
 //   vulkan_backend.cpp   storage, transfers, device registry
 //   kernels.cpp          every kernel: push constants, grid, shader
-//   kernel_table.cpp     the kernels, registered for the op table
+//   kernel_table.cpp     the kernels registered (add_op_methods, and the fused ones)
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "backend/op_methods.h"
 #include "backend/vulkan/context.h"
-#include "forge/backend.h"
 
 namespace forge::vk {
 
@@ -65,11 +65,9 @@ class VulkanBackend final : public Backend {
 
   // The kernels (registered in kernel_table.cpp: every op, attention_at only on devices
   // binding kAttnDecodeBindings buffers; shapes as in forge/ops.h).
-  void add(const Tensor& a, const Tensor& b, Tensor& out);
-  void gelu(const Tensor& x, Tensor& out);
-  void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
-              bool accumulate, Tensor& out);
-  /// Whether the fused kernels take these shapes (else the ops layer composes them).
+  FORGE_OP_METHODS
+  /// The fused ops' kernels, and whether they take these shapes (else the ops layer
+  /// composes them).
   bool takes_layernorm_matmul(const OpCall& c) const;
   bool takes_matmul_add_layernorm_matmul(const OpCall& c) const;
   void matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
@@ -78,35 +76,6 @@ class VulkanBackend final : public Backend {
                                    const MatmulSpec& spec2, Tensor& x_new, Tensor& out);
   void layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         const Tensor& w, const Tensor& bias, const MatmulSpec& spec, Tensor& out);
-  void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out);
-  void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out);
-  void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out);
-  void matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha, int64_t col_begin,
-                          Tensor& out);
-  void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out);
-  void merge_heads(const Tensor& x, int64_t n_head, Tensor& out);
-  void kv_append(Tensor& cache, const Tensor& x, int64_t pos);
-  void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos,
-                 Tensor& out);
-  void attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
-                    const Tensor& pos, Tensor& out);
-
-  void gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx);
-  void softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx);
-  void layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps, Tensor& dx,
-                     Tensor& dgamma, Tensor& dbeta);
-  void sum_rows(const Tensor& x, Tensor& out);
-  void argmax_rows(const Tensor& x, Tensor& out);
-  void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out);
-  void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out);
-  void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out);
-  void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale, Tensor& out);
-  void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head,
-                    Tensor& out);
-  void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out);
-  void sumsq(const Tensor& x, Tensor& out);
-  void scale(const Tensor& x, float s, Tensor& out);
-  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
 
  private:
   void register_kernels();  // kernel_table.cpp
