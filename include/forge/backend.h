@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "forge/adamw_step.h"
 #include "forge/devices.h"
 #include "forge/op_table.h"
 #include "forge/ops.h"
@@ -53,7 +54,7 @@ struct OpAttrs {
   float scale = 1.0f;       // ce_bwd, scale, dropout (1 / (1 - p))
   uint64_t seed = 0;        // dropout
   uint32_t threshold = 0;   // dropout: dropout_threshold(p)
-  AdamWParams adamw;        // adamw
+  AdamWStep adamw{};        // adamw
 };
 
 /// One kernel call: the op table's inputs and outputs in order (an absent optional tensor is

@@ -40,7 +40,7 @@
   void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out); \
   void sumsq(const Tensor& x, Tensor& out); \
   void scale(const Tensor& x, float s, Tensor& out); \
-  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
+  void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWStep& k);
 // clang-format on
 
 namespace forge {

@@ -43,7 +43,18 @@ void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWP
   if (p.step < 1) fail(ErrorKind::Range, op, "step must be >= 1, got " + std::to_string(p.step));
   if (param.numel() > 0) {
     OpAttrs at;
-    at.adamw = p;
+    // The bias corrections, in double, once per call for every backend.
+    const double t = static_cast<double>(p.step);
+    const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
+    const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
+    at.adamw.decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
+    at.adamw.beta1 = p.beta1;
+    at.adamw.one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
+    at.adamw.beta2 = p.beta2;
+    at.adamw.one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
+    at.adamw.step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
+    at.adamw.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+    at.adamw.eps = p.eps;
     run(be, Op::adamw, {&grad}, {&param, &m, &v}, at);
   }
 }

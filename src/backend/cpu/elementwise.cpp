@@ -77,25 +77,8 @@ void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, flo
 }
 
 void CpuBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                       const AdamWParams& p) {
-  // torch.optim.AdamW (non-fused, non-amsgrad):
-  //   p *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
-  //   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps),  bci = 1 - betai^t
-  // The bias corrections are computed here in double, once per call.
-  const double t = static_cast<double>(p.step);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
-  // Every coefficient is formed in double and rounded once, as torch does with its
-  // Python-float hyperparameters.
-  AdamWCoeffs k;
-  k.decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
-  k.beta1 = p.beta1;
-  k.one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
-  k.beta2 = p.beta2;
-  k.one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
-  k.step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
-  k.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  k.eps = p.eps;
+                       const AdamWStep& k) {
+  // torch.optim.AdamW (non-fused, non-amsgrad), the constants formed by the ops layer.
   float* pp = param.data<float>();
   const float* pg = grad.data<float>();
   float* pm = m.data<float>();

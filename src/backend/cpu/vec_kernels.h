@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "backend/cpu/simd.h"
+#include "forge/adamw_step.h"
 
 namespace forge::cpu {
 
@@ -49,15 +50,8 @@ void softmax_row(const float* x, float* y, int64_t n, float scale);
 /// Defined in elementwise.cpp.
 void gelu_span(const float* x, float* y, int64_t n);
 
-/// The per-call constants of one AdamW update (see CpuBackend::adamw).
-struct AdamWCoeffs {
-  float decay;  // 1 - lr * weight_decay
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float step_size;  // lr / (1 - beta1^t)
-  float bc2_sqrt;   // sqrt(1 - beta2^t)
-  float eps;
-};
+/// The per-call constants of one AdamW update (forge/backend.h).
+using AdamWCoeffs = AdamWStep;
 
 // --- AVX2 builds of the span_loops.h kernels (spans_avx2.cpp); same contracts as below ---
 

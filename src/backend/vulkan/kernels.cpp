@@ -207,20 +207,11 @@ void VulkanBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, 
 }
 
 void VulkanBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                          const AdamWParams& p) {
+                          const AdamWStep& k) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  // The coefficients exactly as the CPU backend forms them (double, rounded once).
-  const double t = static_cast<double>(p.step);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
-  const float decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
-  const float omb1 = static_cast<float>(1.0 - static_cast<double>(p.beta1));
-  const float omb2 = static_cast<float>(1.0 - static_cast<double>(p.beta2));
-  const float step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   run_1d("adamw", {out(param), in(grad), out(m), out(v)},
-         {u(param.numel()), f(decay), f(p.beta1), f(omb1), f(p.beta2), f(omb2), f(step_size),
-          f(bc2_sqrt), f(p.eps)},
+         {u(param.numel()), f(k.decay), f(k.beta1), f(k.one_minus_beta1), f(k.beta2),
+          f(k.one_minus_beta2), f(k.step_size), f(k.bc2_sqrt), f(k.eps)},
          param.numel());
 }
 

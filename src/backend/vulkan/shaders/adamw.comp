@@ -2,7 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-// One AdamW step in place (coefficients formed on the host as in the CPU backend).
+// One AdamW step in place (its constants formed once on the host: forge/backend.h AdamWStep).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer PP { float prm[]; };
 layout(std430, binding = 1) readonly buffer G { float g[]; };
