@@ -2,9 +2,10 @@
 // tests/data/train_state_chunked/ was written by forge at commit 5ce4b92, whose models kept
 // the wte as row chunks and named its tensors (and moments) "wte.weight.chunkN". It holds
 // the state after 3 steps of a tiny model and, in its metadata, the losses of steps 4-6 of
-// the uninterrupted run: resuming from it must reproduce them bit for bit.
+// the uninterrupted run: resuming from it must reproduce them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "forge/autograd.h"
 #include "forge/gpt2.h"
 #include "forge/safetensors.h"
 #include "forge/train.h"
@@ -71,15 +73,17 @@ std::string exact(double v) {
   return buf;
 }
 
-// How the fixture was made (run once, at the commit named above, with
-// --gtest_also_run_disabled_tests; kept as the record of it).
+// How the fixture was made: with FORGE_FIXTURE_OUT=DIR and --gtest_also_run_disabled_tests,
+// at the commit named above (kept as the record of it; it writes nowhere else).
 TEST(TrainStateCompat, DISABLED_WriteChunkedFixture) {
+  const char* out = std::getenv("FORGE_FIXTURE_OUT");
+  if (!out) GTEST_SKIP() << "FORGE_FIXTURE_OUT is not set";
   gpt2::ModelOptions o;
   o.wte_chunk_rows = 30;  // chunks of 30, 30 and 11 rows
   gpt2::Model model = gpt2::Model::random(fixture_config(), 8, o);
   train::Trainer trainer(model, fixture_hyper());
   for (int64_t k = 0; k < 3; ++k) trainer.step(fixture_batches(k));
-  std::filesystem::create_directories(fixture_dir());
+  std::filesystem::create_directories(out);
   std::map<std::string, std::string> meta;
   {
     gpt2::Model rest = gpt2::Model::random(fixture_config(), 8, o);
@@ -89,10 +93,10 @@ TEST(TrainStateCompat, DISABLED_WriteChunkedFixture) {
       if (k >= 3) meta["test.loss" + std::to_string(k + 1)] = exact(loss);
     }
   }
-  trainer.save_state(fixture_dir() + "/train_state.safetensors", meta);
+  trainer.save_state(std::string(out) + "/train_state.safetensors", meta);
 }
 
-TEST(TrainStateCompat, ChunkedStateOfOlderBuildsResumesBitIdentically) {
+TEST(TrainStateCompat, ChunkedStateOfOlderBuildsResumes) {
   const std::string path = fixture_dir() + "/train_state.safetensors";
   const SafeTensorsFile f = SafeTensorsFile::open(path);
   // The fixture really is the old layout: chunked names, no plain "wte.weight".
@@ -111,11 +115,32 @@ TEST(TrainStateCompat, ChunkedStateOfOlderBuildsResumesBitIdentically) {
   train::Trainer trainer(model, fixture_hyper());
   const auto meta = trainer.load_state(path);
   ASSERT_EQ(trainer.step_count(), 3);
+  // The weights are the file's, bit for bit: each parameter is a tensor of the file, or the
+  // wte as one tensor where the file holds its row chunks.
+  for (const ag::Parameter& p : trainer.params()) {
+    std::vector<float> want;
+    if (f.contains(p.name())) {
+      want = f.load(p.name()).to_vector<float>();
+    } else {
+      ASSERT_EQ(p.name(), "wte.weight");
+      for (int i = 0; f.contains("wte.weight.chunk" + std::to_string(i)); ++i) {
+        const std::vector<float> c =
+            f.load("wte.weight.chunk" + std::to_string(i)).to_vector<float>();
+        want.insert(want.end(), c.begin(), c.end());
+      }
+    }
+    const std::vector<float> got = p.value().to_vector<float>();
+    ASSERT_EQ(got.size(), want.size()) << p.name();
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << p.name();
+  }
+  // Steps 4-6 continue the uninterrupted run: the moments and the step count were restored.
+  // Bit for bit on the machine that made the fixture; within 1e-5 relative on others (their
+  // SIMD level and thread count round differently). A state whose moments were lost is
+  // off by more (tests: the fixture with its exp_avg zeroed fails this).
   for (int64_t k = 3; k < 6; ++k) {
     const double loss = trainer.step(fixture_batches(k)).loss;
-    const std::string want = meta.at("test.loss" + std::to_string(k + 1));
-    EXPECT_EQ(exact(loss), want) << "step " << k + 1 << ": " << loss << " vs "
-                                 << std::strtod(want.c_str(), nullptr);
+    const double want = std::strtod(meta.at("test.loss" + std::to_string(k + 1)).c_str(), nullptr);
+    EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << "step " << k + 1;
   }
 }
 

@@ -65,6 +65,7 @@ struct OpCall {
   std::array<const Tensor*, kMaxOpInputs> inputs{};
   std::array<Tensor*, kMaxOpOutputs> outputs{};
   OpAttrs attrs;
+  const char* function = nullptr;  // the public function that runs it (for messages)
 
   const Tensor& in(size_t i) const { return *inputs[i]; }
   Tensor& out(size_t i) const { return *outputs[i]; }
@@ -123,8 +124,10 @@ class Backend : public DeviceMemory {
 
   // --- kernels: looked up in this backend's table by op and input dtypes ---
   /// Adds (or replaces) the kernel for `op` with inputs of dtypes `key` (table_key(op): the
-  /// op table's own dtypes). `accepts`, when given, says per call whether the kernel takes
-  /// those shapes; only fused ops may decline (the ops layer then runs their composition).
+  /// op table's own dtypes). Not thread-safe: a backend fills its table while it is built,
+  /// before any op runs on it (tests that add a kernel later do so on one thread). `accepts`, when
+  /// given, says per call whether the kernel takes those shapes; only fused ops may decline (the
+  /// ops layer then runs their composition).
   void add_kernel(Op op, Kernel kernel, Accepts accepts = nullptr);
   void add_kernel(Op op, DTypeKey key, Kernel kernel, Accepts accepts = nullptr);
   /// The kernel for (op, key), or nullptr.
@@ -137,6 +140,12 @@ class Backend : public DeviceMemory {
     return op_info(op).kind == OpKind::fused || find_kernel(op, table_key(op)) != nullptr;
   }
   bool supports(Op op, DTypeKey key) const { return find_kernel(op, key) != nullptr; }
+  /// Why this device has no kernel for `op` at all, for the Unsupported error ("" if none
+  /// to tell: e.g. Vulkan's attention_at on a device binding too few buffers).
+  virtual std::string why_unsupported(Op op) const {
+    (void)op;
+    return "";
+  }
 
  private:
   // read_async()'s default: the bytes read at once, kept until read_wait().

@@ -44,8 +44,9 @@ class MetricsLog {
   /// where the checkpoint was taken) and drops everything from the first unreadable line
   /// on (a line cut by a kill); rewrites the file atomically.
   void truncate_to(int64_t step);
-  /// Appends one record, a JSON object with an integer "step", in one write() (a kill
-  /// leaves the whole line or none of it). Error(Io) when the disk is full.
+  /// Appends one record, one line of a JSON object with an integer "step", in one write()
+  /// (a kill leaves the whole line or none of it). Error(Format) for anything else, before
+  /// writing; Error(Io) when the disk is full.
   void append(const std::string& json_object);
   const Points& train() const { return train_; }
   const Points& val() const { return val_; }

@@ -59,7 +59,7 @@ Tensor attention(const Tensor& qkv, int64_t n_head, Tensor k_cache, Tensor v_cac
     OpAttrs at;
     at.n_head = n_head;
     at.pos = pos;
-    run(be, Op::attention, {&qkv}, {&k_cache, &v_cache, &out}, at);
+    run(be, op, Op::attention, {&qkv}, {&k_cache, &v_cache, &out}, at);
   }
   return out;
 }
@@ -84,7 +84,7 @@ Tensor attention_at(const Tensor& qkv, int64_t n_head, Tensor k_cache, Tensor v_
   if (out.numel() > 0) {
     OpAttrs at;
     at.n_head = n_head;
-    run(be, Op::attention_at, {&qkv, &pos}, {&k_cache, &v_cache, &out}, at);
+    run(be, op, Op::attention_at, {&qkv, &pos}, {&k_cache, &v_cache, &out}, at);
   }
   return out;
 }

@@ -10,10 +10,10 @@ void compose_layernorm_matmul(Backend& be, const OpCall& c) {
   Tensor h = Tensor::empty(x.shape(), DType::F32, x.device());
   OpAttrs ln;
   ln.eps = c.attrs.eps;
-  run(be, Op::layernorm, {&x, c.inputs[1], c.inputs[2]}, {&h}, ln);
+  run(be, c.function, Op::layernorm, {&x, c.inputs[1], c.inputs[2]}, {&h}, ln);
   OpAttrs mm;
   mm.spec = c.attrs.spec;
-  run(be, Op::matmul, {&h, c.inputs[3], c.inputs[4]}, {c.outputs[0]}, mm);
+  run(be, c.function, Op::matmul, {&h, c.inputs[3], c.inputs[4]}, {c.outputs[0]}, mm);
 }
 
 // x_new = x + (a @ w1 + b1); out = layernorm_matmul(x_new, gamma, beta, eps, w2, spec, b2)
@@ -25,12 +25,12 @@ void compose_matmul_add_layernorm_matmul(Backend& be, const OpCall& c) {
           x_new.offset() * sizeof(float), bytes);
   OpAttrs acc;
   acc.accumulate = true;
-  run(be, Op::matmul, {c.inputs[1], c.inputs[2], c.inputs[3]}, {&x_new}, acc);
+  run(be, c.function, Op::matmul, {c.inputs[1], c.inputs[2], c.inputs[3]}, {&x_new}, acc);
   OpAttrs lm;
   lm.eps = c.attrs.eps;
   lm.spec = c.attrs.spec;
-  run(be, Op::layernorm_matmul, {&x_new, c.inputs[4], c.inputs[5], c.inputs[6], c.inputs[7]},
-      {c.outputs[1]}, lm);
+  run(be, c.function, Op::layernorm_matmul,
+      {&x_new, c.inputs[4], c.inputs[5], c.inputs[6], c.inputs[7]}, {c.outputs[1]}, lm);
 }
 
 }  // namespace forge::ops_detail

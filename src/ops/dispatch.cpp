@@ -36,9 +36,9 @@ void run(Backend& be, const OpCall& call) {
                                           " has no kernel for " + key_str(call.op, key));
 }
 
-void run(Backend& be, Op op, std::initializer_list<const Tensor*> inputs,
+void run(Backend& be, const char* function, Op op, std::initializer_list<const Tensor*> inputs,
          std::initializer_list<Tensor*> outputs, const OpAttrs& attrs) {
-  OpCall c{op, {}, {}, attrs};
+  OpCall c{op, {}, {}, attrs, function};
   size_t i = 0;
   for (const Tensor* t : inputs) c.inputs[i++] = t;
   i = 0;

@@ -10,8 +10,9 @@
 
 namespace forge::ops_detail {
 
-/// Runs `op` on `be`. Error(Unsupported) "<op>: device D has no kernel for (dtypes)".
-void run(Backend& be, Op op, std::initializer_list<const Tensor*> inputs,
+/// Runs `op` on `be` for the public function `function` (the name errors start with).
+/// Error(Unsupported) "<function>: device D has no kernel for <op> (dtypes)[: why]".
+void run(Backend& be, const char* function, Op op, std::initializer_list<const Tensor*> inputs,
          std::initializer_list<Tensor*> outputs, const OpAttrs& attrs = {});
 void run(Backend& be, const OpCall& call);
 

@@ -29,7 +29,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   Backend& be = same_device(op, {&a, &b});
   check_add_shapes(op, a, b);
   Tensor out = Tensor::empty(a.shape(), DType::F32, a.device());
-  if (out.numel() > 0) run(be, Op::add, {&a, &b}, {&out});
+  if (out.numel() > 0) run(be, op, Op::add, {&a, &b}, {&out});
   return out;
 }
 
@@ -39,7 +39,7 @@ void add_(Tensor& a, const Tensor& b) {
   check_f32(op, "b", b);
   Backend& be = same_device(op, {&a, &b});
   check_add_shapes(op, a, b);
-  if (a.numel() > 0) run(be, Op::add, {&a, &b}, {&a});
+  if (a.numel() > 0) run(be, op, Op::add, {&a, &b}, {&a});
 }
 
 Tensor gelu(const Tensor& x) {
@@ -47,7 +47,7 @@ Tensor gelu(const Tensor& x) {
   check_f32(op, "x", x);
   Backend& be = same_device(op, {&x});
   Tensor out = Tensor::empty(x.shape(), DType::F32, x.device());
-  if (out.numel() > 0) run(be, Op::gelu, {&x}, {&out});
+  if (out.numel() > 0) run(be, op, Op::gelu, {&x}, {&out});
   return out;
 }
 
@@ -58,7 +58,7 @@ Tensor gelu_bwd(const Tensor& x, const Tensor& dy) {
   Backend& be = same_device(op, {&x, &dy});
   check_same_shape(op, "x", x, "dy", dy);
   Tensor dx = Tensor::empty(x.shape(), DType::F32, x.device());
-  if (dx.numel() > 0) run(be, Op::gelu_bwd, {&x, &dy}, {&dx});
+  if (dx.numel() > 0) run(be, op, Op::gelu_bwd, {&x, &dy}, {&dx});
   return dx;
 }
 
@@ -70,7 +70,7 @@ Tensor scale(const Tensor& x, float s) {
   if (out.numel() > 0) {
     OpAttrs at;
     at.scale = s;
-    run(be, Op::scale, {&x}, {&out}, at);
+    run(be, op, Op::scale, {&x}, {&out}, at);
   }
   return out;
 }
@@ -82,7 +82,7 @@ void scale_(Tensor& x, float s) {
   if (x.numel() > 0) {
     OpAttrs at;
     at.scale = s;
-    run(be, Op::scale, {&x}, {&x}, at);
+    run(be, op, Op::scale, {&x}, {&x}, at);
   }
 }
 
@@ -101,7 +101,7 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed) {
     at.scale = keep_scale;
     at.seed = seed;
     at.threshold = dropout_threshold(p);
-    run(be, Op::dropout, {&x}, {&out}, at);
+    run(be, op, Op::dropout, {&x}, {&out}, at);
   }
   return out;
 }

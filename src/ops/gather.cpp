@@ -63,7 +63,7 @@ Tensor embedding(const Tensor& ids_in, const Tensor& table, DeviceIds device_ids
   const Tensor ids =
       checked_ids_on(op, "id", ids_in, table.dim(0), "table rows", table.device(), device_ids);
   Tensor out = Tensor::empty(gathered_shape(op, ids, table.dim(1)), DType::F32, table.device());
-  if (out.numel() > 0) run(backend_for(table.device()), Op::embedding, {&ids, &table}, {&out});
+  if (out.numel() > 0) run(backend_for(table.device()), op, Op::embedding, {&ids, &table}, {&out});
   return out;
 }
 
@@ -98,7 +98,7 @@ Tensor embedding_chunked(const Tensor& ids_in, const std::vector<Tensor>& chunks
     if (c.dim(0) > 0 && out.numel() > 0) {
       OpAttrs at;
       at.row_begin = row_begin;
-      run(be, Op::embedding, {&ids, &c}, {&out}, at);
+      run(be, op, Op::embedding, {&ids, &c}, {&out}, at);
     }
     row_begin += c.dim(0);
   }
@@ -122,7 +122,7 @@ Tensor scatter_add_rows(const Tensor& ids, const Tensor& src, int64_t num_rows) 
   const Tensor dev_ids = checked_ids_on(op, "id", ids, num_rows, "num_rows", src.device());
   Tensor out = Tensor::zeros(Shape::checked({num_rows, src.dim(-1)}, op), DType::F32, src.device());
   if (src.numel() > 0 && out.numel() > 0)
-    run(backend_for(src.device()), Op::scatter_add_rows, {&dev_ids, &src}, {&out});
+    run(backend_for(src.device()), op, Op::scatter_add_rows, {&dev_ids, &src}, {&out});
   return out;
 }
 
@@ -130,7 +130,8 @@ Tensor gather_nll(const Tensor& logits, const Tensor& targets) {
   const char* op = "gather_nll";
   const Tensor tg = check_logits_targets(op, logits, targets);
   Tensor out = Tensor::empty({logits.shape().rows()}, DType::F32, logits.device());
-  if (out.numel() > 0) run(backend_for(logits.device()), Op::gather_nll, {&logits, &tg}, {&out});
+  if (out.numel() > 0)
+    run(backend_for(logits.device()), op, Op::gather_nll, {&logits, &tg}, {&out});
   return out;
 }
 
@@ -141,7 +142,7 @@ Tensor ce_bwd(const Tensor& logits, const Tensor& targets, float scale) {
   if (out.numel() > 0) {
     OpAttrs at;
     at.scale = scale;
-    run(backend_for(logits.device()), Op::ce_bwd, {&logits, &tg}, {&out}, at);
+    run(backend_for(logits.device()), op, Op::ce_bwd, {&logits, &tg}, {&out}, at);
   }
   return out;
 }

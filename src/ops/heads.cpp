@@ -35,7 +35,7 @@ Tensor split_heads(const Tensor& qkv, int64_t n_head, int part) {
     OpAttrs at;
     at.n_head = n_head;
     at.part = part;
-    run(be, Op::split_heads, {&qkv}, {&out}, at);
+    run(be, op, Op::split_heads, {&qkv}, {&out}, at);
   }
   return out;
 }
@@ -51,7 +51,7 @@ Tensor merge_heads(const Tensor& x, int64_t n_head) {
   if (out.numel() > 0) {
     OpAttrs at;
     at.n_head = n_head;
-    run(be, Op::merge_heads, {&x}, {&out}, at);
+    run(be, op, Op::merge_heads, {&x}, {&out}, at);
   }
   return out;
 }
@@ -78,7 +78,7 @@ void kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
   if (x.numel() > 0) {
     OpAttrs at;
     at.pos = pos;
-    run(be, Op::kv_append, {&x}, {&cache}, at);
+    run(be, op, Op::kv_append, {&x}, {&cache}, at);
   }
 }
 
@@ -98,7 +98,7 @@ Tensor unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_
   if (out.numel() > 0) {
     OpAttrs at;
     at.n_head = n_head;
-    run(be, Op::unsplit_head, {&dq, &dk, &dv}, {&out}, at);
+    run(be, op, Op::unsplit_head, {&dq, &dk, &dv}, {&out}, at);
   }
   return out;
 }
@@ -117,7 +117,7 @@ Tensor unmerge_heads(const Tensor& x, int64_t n_head) {
   if (out.numel() > 0) {
     OpAttrs at;
     at.n_head = n_head;
-    run(be, Op::unmerge_heads, {&x}, {&out}, at);
+    run(be, op, Op::unmerge_heads, {&x}, {&out}, at);
   }
   return out;
 }

@@ -18,13 +18,19 @@ struct Resolved {
 
 // Validates a matmul's operands and matmul_add_'s acc (nullptr for matmul), errors naming
 // `op`: dtypes, then devices, then shapes (acc's shape is the caller's to check).
+// `weights`: b may take every dtype the op table accepts for matmul's weights (matmul,
+// matmul_add_), else only f32 (the fused ops' tables declare f32 weights).
 Resolved resolve(const char* op, const Tensor* acc, const Tensor& a, const Tensor& b,
-                 const MatmulSpec& spec, const Tensor& bias) {
+                 const MatmulSpec& spec, const Tensor& bias, bool weights = false) {
   if (acc) check_f32(op, "acc", *acc);
   check_f32(op, "a", a);
-  if (!b.defined()) fail(ErrorKind::Shape, op, "b is an undefined tensor");
-  // Weights of the dtypes the op table accepts; the kernel is looked up by them.
-  check_input_dtype(Op::matmul, 1, op, b.dtype(), b.shape().str());
+  if (!weights) {
+    check_f32(op, "b", b);
+  } else {
+    if (!b.defined()) fail(ErrorKind::Shape, op, "b is an undefined tensor");
+    // Weights of the dtypes the op table accepts; the kernel is looked up by them.
+    check_input_dtype(Op::matmul, 1, op, b.dtype(), b.shape().str());
+  }
   if (bias.defined()) check_f32(op, "bias", bias);
   Backend& be = same_device(op, {acc ? acc : &a, &a, &b, &bias});
   check_rank(op, "a", a, 2, 3);
@@ -72,12 +78,12 @@ bool overlaps(const Tensor& x, const Tensor& y) {
 
 Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec, const Tensor& bias) {
   const char* op = "matmul";
-  const Resolved r = resolve(op, nullptr, a, b, spec, bias);
+  const Resolved r = resolve(op, nullptr, a, b, spec, bias, /*weights=*/true);
   Tensor out = Tensor::empty(Shape::checked(r.dims, op), DType::F32, a.device());
   if (out.numel() > 0) {
     OpAttrs at;
     at.spec = spec;
-    run(r.be, Op::matmul, {&a, &b, &bias}, {&out}, at);
+    run(r.be, op, Op::matmul, {&a, &b, &bias}, {&out}, at);
   }
   return out;
 }
@@ -89,7 +95,8 @@ namespace {
 Backend& check_matmul_add(const char* op, const char* acc_name, const Tensor& acc, const Tensor& a,
                           const Tensor& b, const MatmulSpec& spec, const Tensor& bias,
                           bool in_place) {
-  const Resolved r = resolve(op, &acc, a, b, spec, bias);
+  // matmul_add_ (in place) takes matmul's weight dtypes; the fused op f32 ones.
+  const Resolved r = resolve(op, &acc, a, b, spec, bias, /*weights=*/in_place);
   if (acc.shape().dims() != r.dims)
     fail(ErrorKind::Shape, op,
          std::string(acc_name) + " " + acc.shape().str() + " must be the product's shape " +
@@ -123,13 +130,14 @@ Resolved check_layernorm_matmul(const char* op, const Tensor& x, const Tensor& g
 
 void matmul_add_(Tensor& acc, const Tensor& a, const Tensor& b, const MatmulSpec& spec,
                  const Tensor& bias) {
-  Backend& be = check_matmul_add("matmul_add_", "acc", acc, a, b, spec, bias, true);
+  const char* op = "matmul_add_";
+  Backend& be = check_matmul_add(op, "acc", acc, a, b, spec, bias, true);
   // Tensors are contiguous by construction (views are reshapes and row ranges only).
   if (acc.numel() > 0) {
     OpAttrs at;
     at.spec = spec;
     at.accumulate = true;
-    run(be, Op::matmul, {&a, &b, &bias}, {&acc}, at);
+    run(be, op, Op::matmul, {&a, &b, &bias}, {&acc}, at);
   }
 }
 
@@ -142,7 +150,7 @@ Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta
     OpAttrs at;
     at.eps = eps;
     at.spec = spec;
-    run(r.be, Op::layernorm_matmul, {&x, &gamma, &beta, &w, &bias}, {&out}, at);
+    run(r.be, op, Op::layernorm_matmul, {&x, &gamma, &beta, &w, &bias}, {&out}, at);
   }
   return out;
 }
@@ -161,13 +169,13 @@ ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, co
     res.x.copy_from(x);
     OpAttrs at;
     at.accumulate = true;
-    run(be, Op::matmul, {&a, &w1, &b1}, {&res.x}, at);
+    run(be, op, Op::matmul, {&a, &w1, &b1}, {&res.x}, at);
     return res;
   }
   OpAttrs at;
   at.eps = eps;
   at.spec = spec2;
-  run(be, Op::matmul_add_layernorm_matmul, {&x, &a, &w1, &b1, &gamma, &beta, &w2, &b2},
+  run(be, op, Op::matmul_add_layernorm_matmul, {&x, &a, &w1, &b1, &gamma, &beta, &w2, &b2},
       {&res.x, &res.out}, at);
   return res;
 }
@@ -203,7 +211,7 @@ Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks,
       OpAttrs at;
       at.alpha = alpha;
       at.col_begin = col;
-      run(be, Op::matmul_transb_into, {&a2, &c}, {&out2}, at);
+      run(be, op, Op::matmul_transb_into, {&a2, &c}, {&out2}, at);
     }
     col += c.dim(0);
   }

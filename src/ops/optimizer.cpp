@@ -14,7 +14,7 @@ Tensor sumsq(const Tensor& x) {
   check_f32(op, "x", x);
   Backend& be = same_device(op, {&x});
   Tensor out = Tensor::zeros({1}, DType::F32, x.device());
-  if (x.numel() > 0) run(be, Op::sumsq, {&x}, {&out});
+  if (x.numel() > 0) run(be, op, Op::sumsq, {&x}, {&out});
   return out;
 }
 
@@ -55,7 +55,7 @@ void adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWP
     at.adamw.step_size = static_cast<float>(static_cast<double>(p.lr) / bc1);
     at.adamw.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
     at.adamw.eps = p.eps;
-    run(be, Op::adamw, {&grad}, {&param, &m, &v}, at);
+    run(be, op, Op::adamw, {&grad}, {&param, &m, &v}, at);
   }
 }
 

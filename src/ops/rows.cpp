@@ -24,7 +24,7 @@ Tensor softmax(const Tensor& x, bool causal, int64_t offset) {
     OpAttrs at;
     at.causal = causal;
     at.offset = causal ? offset : 0;
-    run(be, Op::softmax, {&x}, {&out}, at);
+    run(be, op, Op::softmax, {&x}, {&out}, at);
   }
   return out;
 }
@@ -37,7 +37,7 @@ Tensor softmax_bwd(const Tensor& y, const Tensor& dy) {
   check_min_rank(op, "y", y, 1);
   check_same_shape(op, "y", y, "dy", dy);
   Tensor dx = Tensor::empty(y.shape(), DType::F32, y.device());
-  if (dx.numel() > 0) run(be, Op::softmax_bwd, {&y, &dy}, {&dx});
+  if (dx.numel() > 0) run(be, op, Op::softmax_bwd, {&y, &dy}, {&dx});
   return dx;
 }
 
@@ -55,7 +55,7 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
   if (out.numel() > 0) {
     OpAttrs at;
     at.eps = eps;
-    run(be, Op::layernorm, {&x, &gamma, &beta}, {&out}, at);
+    run(be, op, Op::layernorm, {&x, &gamma, &beta}, {&out}, at);
   }
   return out;
 }
@@ -78,7 +78,7 @@ LayerNormGrads layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor&
   if (x.numel() > 0) {
     OpAttrs at;
     at.eps = eps;
-    run(be, Op::layernorm_bwd, {&x, &gamma, &dy}, {&g.dx, &g.dgamma, &g.dbeta}, at);
+    run(be, op, Op::layernorm_bwd, {&x, &gamma, &dy}, {&g.dx, &g.dgamma, &g.dbeta}, at);
   }
   return g;
 }
@@ -105,7 +105,7 @@ Tensor argmax_rows(const Tensor& x) {
   const int64_t R = argmax_rows_check(op, x);
   Backend& be = same_device(op, {&x});
   Tensor out = Tensor::empty({R}, DType::U32, x.device());
-  if (R > 0) run(be, Op::argmax_rows, {&x}, {&out});
+  if (R > 0) run(be, op, Op::argmax_rows, {&x}, {&out});
   return out;
 }
 
@@ -118,7 +118,7 @@ void argmax_rows_into(const Tensor& x, Tensor& out) {
     fail(ErrorKind::Shape, op,
          "out " + out.shape().str() + " for the " + std::to_string(R) + " rows of x " +
              x.shape().str());
-  if (R > 0) run(be, Op::argmax_rows, {&x}, {&out});
+  if (R > 0) run(be, op, Op::argmax_rows, {&x}, {&out});
 }
 
 Tensor sum_rows(const Tensor& x) {
@@ -128,7 +128,7 @@ Tensor sum_rows(const Tensor& x) {
   check_min_rank(op, "x", x, 1);
   // Zero-filled: with no rows the column sums are 0.
   Tensor out = Tensor::zeros({x.dim(-1)}, DType::F32, x.device());
-  if (x.numel() > 0) run(be, Op::sum_rows, {&x}, {&out});
+  if (x.numel() > 0) run(be, op, Op::sum_rows, {&x}, {&out});
   return out;
 }
 

@@ -39,6 +39,21 @@ void MetricsLog::truncate_to(int64_t step) {
 }
 
 void MetricsLog::append(const std::string& json_object) {
+  // Checked before anything is written: a record truncate_to() could not read back would
+  // cut the log there on the next resume.
+  bool ok = json_object.find('\n') == std::string::npos;
+  if (ok) {
+    try {
+      const auto rec = nlohmann::json::parse(json_object);
+      ok = rec.is_object() && rec.contains("step") && rec["step"].is_number_integer();
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok)
+    throw Error(ErrorKind::Format,
+                "train: a metrics record must be one line of a JSON object with an integer "
+                "\"step\"");
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(ErrorKind::Io, "train: cannot open " + path_ + " for appending");
   const std::string text = json_object + "\n";

@@ -31,4 +31,12 @@ void VulkanBackend::register_kernels() {
       [](const Backend& b, C c) { return vkc(b).takes_matmul_add_layernorm_matmul(c); });
 }
 
+std::string VulkanBackend::why_unsupported(Op op) const {
+  if (op == Op::attention_at && ctx_->max_bindings() < kAttnDecodeBindings)
+    return "the device binds only " + std::to_string(ctx_->max_bindings()) +
+           " storage buffers per shader, attention_at's kernel needs " +
+           std::to_string(kAttnDecodeBindings);
+  return "";
+}
+
 }  // namespace forge::vk

@@ -391,11 +391,7 @@ void VulkanBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache
 
 void VulkanBackend::attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache,
                                  Tensor& v_cache, const Tensor& pos, Tensor& o) {
-  if (ctx_->max_bindings() < kAttnDecodeBindings)
-    throw Error(ErrorKind::Unsupported, "vulkan: attention_at: the device binds only " +
-                                            std::to_string(ctx_->max_bindings()) +
-                                            " storage buffers per shader, it needs " +
-                                            std::to_string(kAttnDecodeBindings));
+  // Registered only where a shader may bind kAttnDecodeBindings buffers (why_unsupported).
   attend(qkv, n_head, k_cache, v_cache, 0, &pos, o);
 }
 

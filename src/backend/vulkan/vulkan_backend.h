@@ -41,6 +41,7 @@ class VulkanBackend final : public Backend {
   ChainCounts take_chain_counts();
 
   DeviceInfo info() const override;
+  std::string why_unsupported(Op op) const override;
   std::shared_ptr<Storage> allocate(size_t bytes) override;
   std::shared_ptr<Storage> allocate_zeros(size_t bytes) override;
   void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) override;
