@@ -253,6 +253,29 @@ TEST_F(CliGenerate, BenchPresetReportsItsFigures) {
   EXPECT_NE(t.out.find("tok/s"), std::string::npos);
 }
 
+TEST_F(CliGenerate, BenchProfileTimesTheModelsOwnKernelsOnTheCpu) {
+  const CliResult r = run_forge(
+      "bench --preset tiny --prompt-tokens 8 --decode-tokens 2 --train-steps 1 --profile --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = parse_json(r);
+  // The real forward's kernels, counted per pass. tiny: 2 layers of 4 weight products (the
+  // fused layernorm + matmul seams run as their compositions on the CPU: ln_1, ln_2 of each
+  // layer and ln_f), one fused attention per layer, the tied LM head as one
+  // matmul_transb_into; the greedy argmax in the same pass.
+  for (const char* pass : {"prefill_profile_ms", "decode_step_profile_ms"}) {
+    const auto& p = j.at(pass);
+    for (const char* k :
+         {"matmul x8", "attention x2", "layernorm x5", "matmul_transb_into x1", "embedding x1"})
+      EXPECT_TRUE(p.contains(k)) << pass << " lacks " << k << ": " << p.dump();
+    EXPECT_GT(p.at("sum of ops").get<double>(), 0.0);
+  }
+  // A training step: one AdamW kernel and one sum of squares per parameter tensor (28 in
+  // tiny, wte tied).
+  const auto& train = j.at("train_step_profile_ms");
+  EXPECT_TRUE(train.contains("adamw x28")) << train.dump();
+  EXPECT_TRUE(train.contains("sumsq x28")) << train.dump();
+}
+
 struct BadCase {
   const char* name;
   std::string args;  // after "generate -m <plain folder>" unless it starts with '!'

@@ -129,6 +129,10 @@ class Tape {
   /// Backpropagates from `root` with an explicit seed gradient of root's shape (F32, same
   /// device).
   void backward(const Var& root, const Tensor& seed);
+  /// Backpropagates from a one-element `root` with seed gradient `seed` (a training step's
+  /// 1 / micro-batches): rules that need the value as a number take it from the host, so
+  /// the backward pass reads nothing from the device.
+  void backward(const Var& root, float seed);
 
   /// Ops recorded and not yet released by backward.
   size_t num_records() const;
@@ -136,6 +140,7 @@ class Tape {
   bool backward_done() const;
 
  private:
+  void backward(const Var& root, const Tensor& seed, const float* host_seed);
   std::shared_ptr<detail::TapeState> state_;
   friend struct detail::Access;
 };

@@ -28,6 +28,9 @@ struct DeviceInfo {
 /// Every device of every registered backend, in registration order (the CPU first).
 std::vector<DeviceInfo> list_devices();
 
+/// What `device` is and can do (its limits, its memory); Error(Device) if it does not exist.
+DeviceInfo device_info(Device device);
+
 /// "cpu", "NAME" or "NAME:N" for a registered backend NAME; "NAME" alone is that backend's
 /// default device (Vulkan: the first discrete GPU). Error(Format) naming the registered
 /// backends for anything else. The device need not exist: using it reports why not.

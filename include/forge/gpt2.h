@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "forge/device.h"
+#include "forge/device_queue.h"
 #include "forge/tensor.h"
 
 namespace forge::gpt2 {
@@ -99,7 +101,7 @@ struct ModelOptions {
 };
 
 class KVCache;
-struct DecodeGraph;  // decode_graph.h: a captured decode step
+struct DecodeGraph;  // decode_graph.h: a recorded decode step
 
 /// Evaluation settings; see evaluate().
 struct EvalOptions {
@@ -230,8 +232,8 @@ class KVCache {
 };
 
 /// Greedy decoding of one sequence after a KV cache's contents, the device choosing each
-/// token and feeding it to the next step itself. On a GPU that can capture, every step is
-/// the cache's recorded greedy step (one submit each), and next() queues the step after the
+/// token and feeding it to the next step itself. On a GPU that replays recorded steps, every
+/// step is the cache's recorded greedy step (one submit each), and next() queues the step after the
 /// one whose token it returns before it waits: the device does not wait for the host
 /// between steps. (That step may run for nothing when the caller stops; its position is not
 /// counted in the cache.) Elsewhere a step is forward_cached + argmax_rows. Either way the
@@ -264,7 +266,7 @@ class GreedyDecoder {
   std::shared_ptr<DecodeGraph> graph_;  // null: step by step through forward_cached
   uint32_t token_;                      // the next input (host path)
   int64_t start_, max_steps_, queued_ = 0, done_ = 0;
-  std::vector<uint64_t> tickets_;  // read_async tickets of the queued steps' tokens, oldest first
+  std::deque<PendingRead> tokens_;  // the queued steps' tokens, oldest first
   double host_seconds_ = 0.0;
 };
 

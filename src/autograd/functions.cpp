@@ -186,8 +186,9 @@ void add_rows_into(const std::vector<Tensor*>& bufs, const std::vector<int64_t>&
     slots.push_back(it->second);
   }
   const int64_t U = static_cast<int64_t>(distinct.size());
-  const Tensor slot_ids =
-      Tensor::from_vector(slots, {static_cast<int64_t>(slots.size())}, dy2.device());
+  // On the host: scatter_add_rows range-checks them there and uploads them (ids on the
+  // device would be read back to be checked).
+  const Tensor slot_ids = Tensor::from_vector(slots, {static_cast<int64_t>(slots.size())});
   const Tensor sums = scatter_add_rows(slot_ids, dy2, U);  // [U, C]
   for (int64_t j = 0; j < U; ++j) {
     const int64_t row = distinct[static_cast<size_t>(j)];
@@ -476,7 +477,7 @@ Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targe
   Tensor loss = forge::scale(sum_rows(nll.reshape({N, 1})), 1.0f / static_cast<float>(N));
   return emit(op, tape, std::move(inputs), std::move(loss),
               [H, tables, tg, logits, block_rows, N](BackwardCtx& c) {
-                const float dloss = c.dy().to_vector<float>()[0];
+                const float dloss = c.dy_value();
                 const float s = dloss / static_cast<float>(N);
                 Tensor dh;
                 if (c.needs(0) && logits.size() > 1)
@@ -548,7 +549,7 @@ Var cross_entropy(const Var& logits, const Tensor& targets) {
   // mean = sum over the N rows of an [N, 1] column, times 1/N; stays on the device.
   Tensor loss = forge::scale(sum_rows(nll.reshape({N, 1})), 1.0f / static_cast<float>(N));
   return emit(op, tape, {Access::node(logits)}, std::move(loss), [L, targets, N](BackwardCtx& c) {
-    const float dloss = c.dy().to_vector<float>()[0];
+    const float dloss = c.dy_value();
     c.give(0, ce_bwd(L, targets, dloss / static_cast<float>(N)));
   });
 }

@@ -3,18 +3,22 @@
 #include <string>
 
 #include "autograd/node.h"
+#include "forge/device_queue.h"
 #include "forge/ops.h"
 
 namespace forge::ag {
 using detail::fail;
 
 double global_grad_norm(const std::vector<Parameter>& params) {
-  double total = 0.0;
+  // Every sum queued before the first is waited for: one wait, not one per parameter.
+  std::vector<PendingRead> sums;
   for (const Parameter& p : params) {
     if (!p.defined()) fail(ErrorKind::Shape, "global_grad_norm", "empty Parameter handle");
     if (!p.has_grad()) continue;
-    total += static_cast<double>(sumsq(p.grad()).to_vector<float>()[0]);
+    sums.push_back(read_async(sumsq(p.grad())));
   }
+  double total = 0.0;
+  for (PendingRead& s : sums) total += static_cast<double>(s.get<float>()[0]);
   return std::sqrt(total);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct Node {
   // false: `grad` may share storage with another node's gradient or a seed (the same dy
   // flows to both inputs of an add), so a second contribution must be added out of place.
   bool grad_owned = false;
+  // The gradient's one value when the host knows it (a seed given as a number), so that a
+  // rule needs no device read for it (BackwardCtx::dy_value).
+  std::optional<float> grad_host;
   bool requires_grad = false;
   bool is_leaf = false;
   bool retain = false;
@@ -47,6 +51,9 @@ class BackwardCtx {
       : op_(op), inputs_(inputs), outputs_(outputs) {}
   /// Gradient of output i; undefined when nothing flowed into it.
   const Tensor& dy(size_t i = 0) const { return outputs_[i]->grad; }
+  /// The one value of output i's gradient (a loss's): known on the host for a seed given as
+  /// a number, else read from the device (read_async). Error(Shape) unless it has one value.
+  float dy_value(size_t i = 0) const;
   /// Gradient of output i, or zeros of its shape when nothing flowed into it.
   Tensor dy_or_zeros(size_t i) const;
   /// Whether input i wants a gradient (rules skip the work otherwise).

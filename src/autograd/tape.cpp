@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "autograd/node.h"
+#include "forge/device_queue.h"
 #include "forge/ops.h"
 
 namespace forge::ag {
@@ -131,6 +132,14 @@ Tensor BackwardCtx::dy_or_zeros(size_t i) const {
   return Tensor::zeros(n.value.shape(), DType::F32, n.value.device());
 }
 
+float BackwardCtx::dy_value(size_t i) const {
+  const Node& n = *outputs_[i];
+  if (n.grad_host) return *n.grad_host;
+  if (!n.grad.defined() || n.grad.numel() != 1)
+    fail(ErrorKind::Shape, op_, "the gradient of a one-value output has not one value");
+  return read_async(n.grad).get<float>()[0];
+}
+
 Tensor* BackwardCtx::grad_buffer(size_t i) {
   Node& n = *inputs_[i];
   if (!n.requires_grad) return nullptr;
@@ -197,10 +206,23 @@ void Tape::backward(const Var& loss) {
     fail(ErrorKind::Shape, op,
          "loss " + n->value.shape().str() +
              " is not a scalar (numel != 1); pass a seed gradient of its shape");
-  backward(loss, Tensor::full(n->value.shape(), 1.0f, n->value.device()));
+  backward(loss, 1.0f);
 }
 
-void Tape::backward(const Var& root, const Tensor& seed) {
+void Tape::backward(const Var& root, float seed) {
+  const char* op = "Tape::backward";
+  const auto& n = detail::Access::node(root);
+  if (!n) fail(ErrorKind::Shape, op, "undefined root Var");
+  if (n->value.numel() != 1)
+    fail(ErrorKind::Shape, op,
+         "root " + n->value.shape().str() +
+             " is not a scalar (numel != 1); pass a seed gradient of its shape");
+  backward(root, Tensor::full(n->value.shape(), seed, n->value.device()), &seed);
+}
+
+void Tape::backward(const Var& root, const Tensor& seed) { backward(root, seed, nullptr); }
+
+void Tape::backward(const Var& root, const Tensor& seed, const float* host_seed) {
   const char* op = "Tape::backward";
   TapeState& st = live(state_, op);
   const auto& n = detail::Access::node(root);
@@ -219,6 +241,7 @@ void Tape::backward(const Var& root, const Tensor& seed) {
   st.backward_done = true;
   try {
     detail::accumulate(op, *n, seed);
+    if (host_seed) n->grad_host = *host_seed;
     // Reverse recording order is a topological order: a record's outputs are only used by
     // records made after it, so their gradients are complete when the walk reaches it.
     while (!st.records.empty()) {

@@ -20,6 +20,29 @@ std::vector<KernelTime> Backend::kernel_times() {
               "device " + info().device.str() + " has no device timers (profiling)");
 }
 
+void Backend::set_host_timing(bool on) {
+  std::lock_guard<std::mutex> lock(host_times_mutex_);
+  host_timing_ = on;
+  if (on) host_times_.clear();  // a fresh span
+}
+
+void Backend::add_host_time(Op op, double ms) {
+  std::lock_guard<std::mutex> lock(host_times_mutex_);
+  KernelTime& t = host_times_[op];
+  if (t.kernel.empty()) t.kernel = op_info(op).name;
+  ++t.dispatches;
+  t.ms += ms;
+}
+
+std::vector<KernelTime> Backend::kernel_times_on_host() {
+  std::lock_guard<std::mutex> lock(host_times_mutex_);
+  std::vector<KernelTime> out;
+  for (const auto& [op, t] : host_times_) out.push_back(t);
+  std::sort(out.begin(), out.end(),
+            [](const KernelTime& a, const KernelTime& b) { return a.ms > b.ms; });
+  return out;
+}
+
 namespace {
 [[noreturn]] void no_capture(const Backend& b) {
   throw Error(ErrorKind::Unsupported,

@@ -15,7 +15,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "forge/backend.h"
+#include "forge/device_queue.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/ops.h"
 #include "forge/tensor.h"
@@ -110,7 +111,7 @@ void check_fits_in_memory(const MatmulBenchOptions& o, Device device) {
   // loop reassigns) and the OpenBLAS (or CPU reference) one.
   const long double bytes = 4.0L * b * (m * k + k * n + 3.0L * m * n);
   for (Device d : {Device::cpu(), device}) {
-    const uint64_t memory = backend_for(d).info().memory_bytes;
+    const uint64_t memory = device_info(d).memory_bytes;
     const long double limit =
         memory ? static_cast<long double>(memory) / 2.0L : 4.0L * (1ULL << 30);
     if (bytes > limit) {
@@ -173,9 +174,8 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     matmul_add_(into, x, w, spec, bi);
     return into;
   };
-  Backend& backend = backend_for(device);
   std::function<void()> sync;
-  if (!on_cpu) sync = [&backend] { backend.synchronize(); };
+  if (!on_cpu) sync = [device] { synchronize(device); };
   Tensor out;
   const double sec = median_seconds([&] { out = product(da, db, dbias, dacc); }, o.repeat, sync);
   const double flops = 2.0 * static_cast<double>(o.batch) * static_cast<double>(o.m) *
@@ -331,7 +331,9 @@ void register_bench(CLI::App& app, Action& action) {
       cmd->add_option("--decode-tokens", po.decode_tokens, "preset: tokens to decode")
           ->check(int_in_range(0, 1 << 20))
           ->capture_default_str(),
-      cmd->add_flag("--profile", po.profile, "preset: also time each op of a step"),
+      cmd->add_flag(
+          "--profile", po.profile,
+          "preset: also time each kernel of a prefill, a decode step and a training step"),
       cmd->add_option("--train-batch", po.train_batch, "preset: sequences per training step")
           ->check(int_in_range(1, 1 << 16))
           ->capture_default_str(),

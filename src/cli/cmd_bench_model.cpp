@@ -17,18 +17,16 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <functional>
 #include <nlohmann/json.hpp>
-#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "cli/commands.h"
-#include "forge/backend.h"
+#include "forge/device_queue.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
@@ -71,130 +69,11 @@ Tensor next_ids(const Tensor& logits) {
   return Tensor::from_vector(argmax_rows(logits).to_vector<uint32_t>(), {B, 1});
 }
 
-/// Per-op time of one forward step of B x T tokens at position `pos` (a prefill: pos 0,
-/// T = P; a decode step: T = 1, pos = P), measured op by op the way forward.cpp calls
-/// them. Each op kind runs over all L layers' own weights (so that caches see the real
-/// traffic, not one layer's weights kept hot), 3 times; the median is reported, in ms per
-/// step. The ops' sum against the measured step time shows the overhead between ops.
-std::vector<std::pair<std::string, double>> profile_step(const gpt2::Model& model, int64_t B,
-                                                         int64_t T, int64_t pos) {
-  const gpt2::Config& c = model.config();
-  const gpt2::Weights& w = model.weights();
-  const int64_t C = c.n_embd, H = c.n_head, hd = c.head_dim(), S = pos + T, L = c.n_layer;
-  const Device dev = model.device();
-  auto rand = [&](const Shape& shape, uint64_t seed) {
-    std::vector<float> v(static_cast<size_t>(shape.numel()));
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = static_cast<float>(dropout_hash(seed, i) >> 8) * (2.0f / 16777216.0f) - 1.0f;
-    return Tensor::from_vector(v, shape, dev);
-  };
-  Tensor x2 = rand({B * T, C}, 1);
-  const Tensor qkv = rand({B, T, 3 * C}, 2);
-  const Tensor q = split_heads(qkv, H, 0), k = split_heads(qkv, H, 1);
-  std::vector<Tensor> kc, vc;  // per-layer caches [B H, S, hd], as KVCache holds them
-  for (int64_t l = 0; l < L; ++l) {
-    kc.push_back(rand({B * H, S, hd}, 10 + static_cast<uint64_t>(l)));
-    vc.push_back(rand({B * H, S, hd}, 100 + static_cast<uint64_t>(l)));
-  }
-  const MatmulSpec qk{.trans_a = false,
-                      .trans_b = true,
-                      .alpha = 1.0f / std::sqrt(static_cast<float>(hd)),
-                      .b_rows = S};
-  const MatmulSpec pv{.trans_a = false, .trans_b = false, .alpha = 1.0f, .b_rows = S};
-  const Tensor att = softmax(matmul(q, kc[0], qk), true, pos);
-  const Tensor y = rand({B * T, C}, 3), f = rand({B * T, 4 * C}, 4);
-  const Tensor ids =
-      Tensor::from_vector(std::vector<uint32_t>(static_cast<size_t>(B * T), 1), {B, T}, dev);
-  auto layer = [&](size_t l) -> const gpt2::LayerWeights& { return w.layers[l]; };
-
-  std::vector<std::pair<std::string, std::function<void()>>> ops = {
-      {"embedding", [&] { embedding_chunked(ids, w.wte); }},
-      {"layernorm (ln_1, ln_2)",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l) {
-           layernorm(x2, layer(l).ln_1_w, layer(l).ln_1_b, c.eps);
-           layernorm(x2, layer(l).ln_2_w, layer(l).ln_2_b, c.eps);
-         }
-       }},
-      {"matmul qkv [C, 3C]",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l)
-           matmul(y, layer(l).attn_w, {}, layer(l).attn_b);
-       }},
-      {"split_heads + kv_append",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l) {
-           split_heads(qkv, H, 0);
-           Tensor kk = split_heads(qkv, H, 1), vv = split_heads(qkv, H, 2);
-           kv_append(kc[l], kk, pos);
-           kv_append(vc[l], vv, pos);
-         }
-       }},
-      {"attention q k^T",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l) matmul(q, kc[l], qk);
-       }},
-      {"attention softmax",
-       [&] {
-         const Tensor a = matmul(q, kc[0], qk);
-         for (int64_t l = 0; l < L; ++l) softmax(a, true, pos);
-       }},
-      {"attention p v",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l) matmul(att, vc[l], pv);
-       }},
-      {"merge_heads",
-       [&] {
-         const Tensor yh = matmul(att, vc[0], pv);
-         for (int64_t l = 0; l < L; ++l) merge_heads(yh, H);
-       }},
-      {"matmul attn_proj [C, C]",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l)
-           matmul(y, layer(l).attn_proj_w, {}, layer(l).attn_proj_b);
-       }},
-      {"matmul fc [C, 4C]",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l)
-           matmul(y, layer(l).fc_w, {}, layer(l).fc_b);
-       }},
-      {"gelu",
-       [&] {
-         for (int64_t l = 0; l < L; ++l) gelu(f);
-       }},
-      {"matmul fc_proj [4C, C]",
-       [&] {
-         for (size_t l = 0; l < static_cast<size_t>(L); ++l)
-           matmul(f, layer(l).fc_proj_w, {}, layer(l).fc_proj_b);
-       }},
-      {"residual add_",
-       [&] {
-         for (int64_t l = 0; l < 2 * L; ++l) add_(x2, y);
-       }},
-      {"ln_f + lm_head [C, V]",
-       [&] {
-         model.lm_head(layernorm(x2.narrow_rows(0, B), w.ln_f_w, w.ln_f_b, c.eps))
-             .to_vector<float>();
-       }},
-  };
-  std::vector<std::pair<std::string, double>> out;
-  for (auto& [name, fn] : ops) {
-    fn();  // warm-up
-    std::vector<double> t;
-    for (int r = 0; r < 3; ++r) {
-      const auto t0 = Clock::now();
-      fn();
-      t.push_back(seconds_since(t0));
-    }
-    out.push_back({name, median(t) * 1e3});
-  }
-  return out;
-}
-
-/// Device-side profile of a GPU model (timestamp queries around every dispatch): one
-/// prefill of `ids` and `steps` decode steps after it, each as (kernel xD, ms) with D its
-/// dispatches per pass and ms its GPU time per pass. Kernels sum to less than the measured
-/// time by the gaps between dispatches (barriers, the host recording and waiting).
+/// Profile of the model's own forward (forge/device_queue.h: GPU timestamps around every
+/// dispatch; on the CPU, host clocks around every kernel call): one prefill of `ids` and
+/// `steps` decode steps after it, each as (kernel xD, ms) with D its dispatches per pass
+/// and ms its time per pass. Kernels sum to less than the measured time by the gaps
+/// between them (barriers, the host recording and waiting, the ops' own checks).
 using Profile = std::vector<std::pair<std::string, double>>;
 
 Profile per_pass(const std::vector<KernelTime>& times, int64_t passes) {
@@ -210,15 +89,15 @@ Profile per_pass(const std::vector<KernelTime>& times, int64_t passes) {
 
 std::pair<Profile, Profile> profile_device(const gpt2::Model& model, gpt2::KVCache& cache,
                                            const Tensor& ids, int64_t steps) {
-  Backend& be = backend_for(model.device());
+  const Device d = model.device();
   cache.reset();
-  be.set_profiling(true);
+  set_profiling(d, true);
   Tensor next = next_ids(model.forward_cached(ids, cache));
-  const Profile prefill = per_pass(be.kernel_times(), 1);
-  be.set_profiling(true);  // a fresh span
+  const Profile prefill = per_pass(kernel_times(d), 1);
+  set_profiling(d, true);  // a fresh span
   for (int64_t i = 0; i < steps; ++i) next = next_ids(model.forward_cached(next, cache));
-  const Profile decode = steps > 0 ? per_pass(be.kernel_times(), steps) : Profile{};
-  be.set_profiling(false);
+  const Profile decode = steps > 0 ? per_pass(kernel_times(d), steps) : Profile{};
+  set_profiling(d, false);
   return {prefill, decode};
 }
 
@@ -227,7 +106,7 @@ std::pair<Profile, Profile> profile_device(const gpt2::Model& model, gpt2::KVCac
 struct TrainBench {
   int64_t batch = 0, seq = 0;
   double step_ms = 0, tok_s = 0, peak_rss = 0;
-  Profile profile;  // GPU time per kernel of one more step (--profile on a GPU)
+  Profile profile;  // time per kernel of one more step (--profile)
 };
 
 TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, Device device) {
@@ -262,12 +141,11 @@ TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, D
   }
   r.step_ms = median(t) * 1e3;
   r.tok_s = static_cast<double>(r.batch * r.seq) / median(t);
-  if (o.profile && !device.is_cpu()) {
-    Backend& be = backend_for(device);
-    be.set_profiling(true);
+  if (o.profile) {
+    set_profiling(device, true);
     trainer.step(batch);
-    r.profile = per_pass(be.kernel_times(), 1);
-    be.set_profiling(false);
+    r.profile = per_pass(kernel_times(device), 1);
+    set_profiling(device, false);
   }
   r.peak_rss = peak_rss_bytes();
   return r;
@@ -293,7 +171,7 @@ int bench_model(const ModelBenchOptions& o) {
       4.0 * static_cast<double>(B) * static_cast<double>(P) *
       (static_cast<double>(config.n_head) * static_cast<double>(P + N) +
        8.0 * static_cast<double>(config.n_embd) + static_cast<double>(config.vocab_size) / P);
-  const uint64_t memory = backend_for(device).info().memory_bytes;
+  const uint64_t memory = device_info(device).memory_bytes;
   if (memory > 0 && weight_bytes + kv_bytes + act_bytes > 0.8 * static_cast<double>(memory))
     fail(ErrorKind::Range, "preset " + o.preset + " with batch " + std::to_string(B) + " needs " +
                                std::to_string(mib(weight_bytes + kv_bytes + act_bytes)) +
@@ -365,12 +243,7 @@ int bench_model(const ModelBenchOptions& o) {
   const double ratio = peak / (weight_bytes + kv_bytes);
   const int threads = num_threads();
   Profile prof_prefill, prof_decode;
-  if (o.profile && device.is_cpu()) {
-    prof_prefill = profile_step(model, B, P, 0);
-    if (N > 0) prof_decode = profile_step(model, B, 1, P);
-  } else if (o.profile) {
-    std::tie(prof_prefill, prof_decode) = profile_device(model, cache, ids, N);
-  }
+  if (o.profile) std::tie(prof_prefill, prof_decode) = profile_device(model, cache, ids, N);
   const bool trained = o.train_steps > 0;
   const TrainBench tb = trained ? bench_train(config, o, device) : TrainBench{};
   auto prof_json = [](const Profile& p) {
@@ -434,7 +307,7 @@ int bench_model(const ModelBenchOptions& o) {
         "%d; peak RSS %.1f MiB)\n",
         static_cast<long long>(tb.batch), static_cast<long long>(tb.seq), tb.tok_s, tb.step_ms,
         o.train_steps, mib(tb.peak_rss));
-  const char* by = device.is_cpu() ? "op by op" : "GPU time per kernel";
+  const char* by = device.is_cpu() ? "host time per kernel" : "GPU time per kernel";
   auto print_profile = [by](const char* what, double measured_ms, const Profile& p) {
     std::printf("  %s, %s (ms; measured step: %.2f ms):\n", what, by, measured_ms);
     double sum = 0;

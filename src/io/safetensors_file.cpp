@@ -4,9 +4,9 @@
 #include <unordered_map>
 
 #include "backend/cpu/thread_pool.h"
-#include "forge/backend.h"
 #include "forge/error.h"
 #include "forge/safetensors.h"
+#include "forge/tensor.h"
 #include "io/half.h"
 #include "io/mapped_file.h"
 #include "io/safetensors_header.h"
@@ -130,7 +130,7 @@ Tensor SafeTensorsFile::load(const std::string& name, Device device) const {
       return Tensor(std::move(storage), 0, ti.shape, dt);
     }
     Tensor t = Tensor::empty(ti.shape, dt, device);
-    if (bytes > 0) backend_for(device).write(*t.storage(), 0, src, bytes);
+    if (bytes > 0) device_memory(device).write(*t.storage(), 0, src, bytes);
     return t;
   }
   if (ti.dtype == "F16" || ti.dtype == "BF16") {

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "forge/backend.h"
 #include "forge/error.h"
 #include "forge/safetensors.h"
+#include "forge/tensor.h"
 #include "io/atomic_file.h"
 
 namespace forge {
@@ -79,10 +79,10 @@ void write_tensor(io::AtomicFile& out, const Tensor& t) {
   // Device memory: read() also waits for pending work on the tensor.
   constexpr size_t kChunk = size_t{64} << 20;
   std::vector<char> stage(std::min(bytes, kChunk));
-  Backend& be = backend_for(t.device());
+  DeviceMemory& mem = device_memory(t.device());
   for (size_t done = 0; done < bytes; done += stage.size()) {
     const size_t n = std::min(stage.size(), bytes - done);
-    be.read(*t.storage(), start + done, stage.data(), n);
+    mem.read(*t.storage(), start + done, stage.data(), n);
     out.write(stage.data(), n);
   }
 }

@@ -1,5 +1,7 @@
 #include "ops/dispatch.h"
 
+#include <chrono>
+
 #include "forge/error.h"
 
 namespace forge::ops_detail {
@@ -30,7 +32,15 @@ void compose(Backend& be, const OpCall& c) {
 void run(Backend& be, const OpCall& call) {
   const DTypeKey key = key_of(call);
   const KernelEntry* k = be.find_kernel(call.op, key);
-  if (k && (!k->accepts || k->accepts(be, call))) return k->run(be, call);
+  if (k && (!k->accepts || k->accepts(be, call))) {
+    if (!be.host_timing()) return k->run(be, call);
+    const auto t0 = std::chrono::steady_clock::now();
+    k->run(be, call);
+    be.add_host_time(
+        call.op,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return;
+  }
   if (op_info(call.op).kind == OpKind::fused && key == table_key(call.op)) return compose(be, call);
   throw Error(ErrorKind::Unsupported, op_info(call.op).name + ": device " + be.info().device.str() +
                                           " has no kernel for " + key_str(call.op, key));

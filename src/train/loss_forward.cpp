@@ -15,7 +15,7 @@
 #include <cmath>
 #include <string>
 
-#include "forge/backend.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/ops.h"
 #include "forge/train.h"
@@ -152,7 +152,7 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
   }
   // Logits [B*T, V] in blocks of rows that fit one binding of the device (one block on
   // the CPU, and on an H200 up to 21k rows).
-  const uint64_t binding = backend_for(model.device()).info().max_binding_bytes;
+  const uint64_t binding = device_info(model.device()).max_binding_bytes;
   const int64_t row_bytes = c.vocab_size * static_cast<int64_t>(sizeof(float));
   const int64_t block =
       binding == 0 ? B * T : std::max<int64_t>(1, static_cast<int64_t>(binding) / row_bytes);

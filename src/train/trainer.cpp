@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "forge/device_queue.h"
 #include "forge/error.h"
 #include "forge/ops.h"
 #include "train/train_impl.h"
@@ -77,23 +78,25 @@ StepStats Trainer::step(const std::vector<data::Batch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   StepStats st;
   const int64_t n = static_cast<int64_t>(micro_batches.size());
-  const Device dev = s.model->device();
   // Each micro-batch's loss enters with weight 1/n: the gradient of the mean loss.
-  const Tensor seed_grad = Tensor::full({1}, 1.0f / static_cast<float>(n), dev);
+  const float seed_grad = 1.0f / static_cast<float>(n);
   ag::zero_grad(s.params);
-  double loss_sum = 0.0;
+  std::vector<PendingRead> losses;  // read once all micro-batches are queued
   for (int64_t i = 0; i < n; ++i) {
     // Host batches (the samplers') go to a GPU model as they are: the index ops check ids
-    // on the host and upload them, so a step waits for the device only at loss.item().
+    // on the host and upload them, so a step waits for the device only for its losses and
+    // the gradient norm.
     const data::Batch& b = micro_batches[static_cast<size_t>(i)];
     ag::Tape tape;
     const ag::Var loss =
         loss_forward(tape, *s.model, s.params, b.inputs, b.targets, s.hyper.dropout,
                      micro_batch_seed(s.hyper.seed, s.steps_done, i));
-    loss_sum += static_cast<double>(loss.item());
+    losses.push_back(read_async(loss.value()));
     tape.backward(loss, seed_grad);
     st.tokens += b.inputs.numel();
   }
+  double loss_sum = 0.0;
+  for (PendingRead& l : losses) loss_sum += static_cast<double>(l.get<float>()[0]);
   st.loss = loss_sum / static_cast<double>(n);
   st.grad_norm = s.hyper.clip > 0.0 ? ag::clip_grad_norm(s.params, s.hyper.clip)
                                     : ag::global_grad_norm(s.params);
@@ -136,7 +139,7 @@ double Trainer::evaluate(const std::vector<data::Batch>& batches) const {
       const int64_t rows = std::min(kEvalRows, N - r);
       const Tensor nll =
           gather_nll(s.model->lm_head(h.narrow_rows(r, rows)), tg.narrow_rows(r, rows));  // [rows]
-      for (float x : nll.to_vector<float>()) total += static_cast<double>(x);
+      for (float x : read_async(nll).get<float>()) total += static_cast<double>(x);
     }
     count += N;
   }

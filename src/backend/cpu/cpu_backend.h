@@ -23,6 +23,9 @@ class CpuBackend final : public Backend {
   void read(const Storage& src, size_t src_offset, void* dst, size_t bytes) override;
   void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
             size_t bytes) override;
+  // Kernels finish on the calling thread: profiled by host clocks.
+  void set_profiling(bool on) override { set_host_timing(on); }
+  std::vector<KernelTime> kernel_times() override { return kernel_times_on_host(); }
 
   // The kernels, one file per family (above); registered by add_op_methods.
   FORGE_OP_METHODS

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "forge/device_queue.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
@@ -27,8 +28,8 @@ double nll_sum(const Model& model, const Tensor& h, const std::vector<uint32_t>&
     const int64_t n = std::min(kSliceRows, R - r);
     const Tensor logits = model.lm_head(h.narrow_rows(r, n));  // [n, V]
     const std::vector<uint32_t> t(targets.begin() + r, targets.begin() + r + n);
-    const Tensor tt = Tensor::from_vector(t, {n}, model.device());
-    for (float v : gather_nll(logits, tt).to_vector<float>()) sum += v;
+    const Tensor tt = Tensor::from_vector(t, {n});  // host ids: checked there, then uploaded
+    for (float v : read_async(gather_nll(logits, tt)).get<float>()) sum += v;
   }
   return sum;
 }

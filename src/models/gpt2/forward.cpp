@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "forge/backend.h"
+#include "forge/device_queue.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
@@ -89,10 +89,8 @@ void blocks(Tensor& x2, const std::vector<LayerWeights>& layers, float eps, cons
 }  // namespace
 
 std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) const {
-  const Config& c = config_;
   const Weights& w = weights_;
-  Backend& be = backend_for(device_);
-  // The buffers the graph reads and writes; a new graph when any changed (weights replaced,
+  // The buffers the step reads and writes; a new step when any changed (weights replaced,
   // not updated in place, or another cache's buffers).
   std::vector<std::pair<const Storage*, size_t>> buffers;
   auto use = [&](const Tensor& t) { buffers.emplace_back(t.storage().get(), t.offset()); };
@@ -110,31 +108,31 @@ std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) co
   for (const Tensor& t : cache.v_) use(t);
   std::shared_ptr<DecodeGraph>& g = greedy ? cache.greedy_graph_ : cache.graph_;
   if (g && g->buffers == buffers) return g;
-  g.reset();  // frees the old graph's buffers first
+  g.reset();  // frees the old step's buffers first
   auto ng = std::make_shared<DecodeGraph>();
   ng->buffers = std::move(buffers);
-  ng->step = Tensor::empty({2}, DType::U32, device_);  // written before every replay
-  be.synchronize();
-  be.begin_capture();
-  try {
-    Tensor tok = ng->step.narrow_rows(0, 1);        // [1]
-    const Tensor pos = ng->step.narrow_rows(1, 1);  // [1]
-    Tensor x = w.wte.size() == 1 ? embedding(tok, w.wte[0], DeviceIds::trusted)
-                                 : embedding_chunked(tok, w.wte, DeviceIds::trusted);  // [1, C]
-    add_(x, embedding(pos, w.wpe, DeviceIds::trusted));
-    blocks(x, w.layers, c.eps, [&](size_t i, const Tensor& qkv) {
-      return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, cache.k_[i], cache.v_[i],
-                          pos)
-          .reshape({1, c.n_embd});
-    });
-    ng->logits = lm_head(layernorm(x, w.ln_f_w, w.ln_f_b, c.eps));  // [1, V]
-    // Greedy: the chosen id becomes the next step's token, on the device.
-    if (greedy) argmax_rows_into(ng->logits, tok);
-    ng->graph = be.end_capture();
-  } catch (...) {
-    be.abort_capture();
-    throw;
-  }
+  ng->step = Tensor::empty({2}, DType::U32, device_);  // written before every run
+  // The body holds its own handles (a copy of the model shares its weights), never this
+  // Model or the cache, which may be gone when a later run calls it again.
+  DecodeGraph* out = ng.get();
+  ng->run = std::make_unique<RecordedStep>(
+      device_, [out, model = *this, k = cache.k_, v = cache.v_, greedy] {
+        const Config& c = model.config_;
+        const Weights& mw = model.weights_;
+        Tensor tok = out->step.narrow_rows(0, 1);        // [1]
+        const Tensor pos = out->step.narrow_rows(1, 1);  // [1]
+        Tensor x = mw.wte.size() == 1 ? embedding(tok, mw.wte[0], DeviceIds::trusted)
+                                      : embedding_chunked(tok, mw.wte, DeviceIds::trusted);
+        add_(x, embedding(pos, mw.wpe, DeviceIds::trusted));  // x: [1, C]
+        blocks(x, mw.layers, c.eps, [&](size_t i, const Tensor& qkv) {
+          Tensor ki = k[i], vi = v[i];
+          return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, ki, vi, pos)
+              .reshape({1, c.n_embd});
+        });
+        out->logits = model.lm_head(layernorm(x, mw.ln_f_w, mw.ln_f_b, c.eps));  // [1, V]
+        // Greedy: the chosen id becomes the next step's token, on the device.
+        if (greedy) argmax_rows_into(out->logits, tok);
+      });
   g = std::move(ng);
   return g;
 }
@@ -152,10 +150,10 @@ Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
   const std::shared_ptr<DecodeGraph> g = decode_graph(cache, /*greedy=*/false);
   const int64_t pos = cache.length_;
   g->step.copy_from(std::vector<uint32_t>{token, static_cast<uint32_t>(pos)});
-  backend_for(device_).replay(*g->graph);
+  g->run->run();
   cache.length_ = pos + 1;
-  // A copy the caller owns (the graph's logits are rewritten by the next replay); it joins
-  // the same submit.
+  if (!g->run->replays()) return g->logits;  // this run's own tensor
+  // A copy the caller owns (a replay rewrites the step's logits); it joins the same submit.
   Tensor out = Tensor::empty(g->logits.shape(), DType::F32, device_);
   out.copy_from(g->logits);
   return out;
@@ -184,8 +182,7 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
              std::to_string(c.n_ctx) + " (truncate the input or evaluate in windows)");
   // A batch-1 decode step on a GPU that can capture: the recorded step, replayed (one
   // submit, no recording cost per token). The ids were range-checked above, on the host.
-  if (cache && B == 1 && T == 1 && head && !all && backend_for(device_).can_capture() &&
-      decode_graphs_enabled())
+  if (cache && B == 1 && T == 1 && head && !all && RecordedStep::replays_on(device_))
     return decode_replayed(ids_checked.to_vector<uint32_t>()[0], *cache);
   // Host ids stay on the host: the embedding op uploads them with the recorded work (ids on
   // a GPU would be read back to be range-checked: a wait per token).

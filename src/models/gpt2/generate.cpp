@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "forge/device_queue.h"
 #include "forge/error.h"
 #include "forge/ops.h"
 
@@ -137,9 +138,9 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
     if (greedy)  // made after the first id, from the prefill's logits
       id = greedy->next();
     else if (device_argmax)
-      id = forge::argmax_rows(logits).to_vector<uint32_t>()[0];
+      id = read_async(forge::argmax_rows(logits)).get<uint32_t>()[0];
     else
-      id = sampler.sample(logits.to_vector<float>(), context);
+      id = sampler.sample(read_async(logits).get<float>(), context);
     if (r.ids.empty())
       r.prefill_seconds = seconds_since(t0);
     else

@@ -1,15 +1,16 @@
 // Greedy decoding with the next token chosen and fed back on the device (GreedyDecoder).
 //
-// On a GPU that can capture, a step is the cache's greedy graph: the decode step, then the
-// argmax of its logits written over its own input token. The host writes only the position
-// before each replay and reads the chosen token back without waiting for the steps queued
-// after it (Backend::read_async), so next() queues step n + 1 and then waits for step n:
-// the device goes from one step to the next while the host handles the token.
+// On a GPU that replays recorded steps, a step is the cache's greedy step: the decode step,
+// then the argmax of its logits written over its own input token. The host writes only the
+// position before each replay and reads the chosen token back without waiting for the steps
+// queued after it (read_async), so next() queues step n + 1 and then waits for step n: the
+// device goes from one step to the next while the host handles the token.
 #include <chrono>
+#include <deque>
 #include <string>
 #include <vector>
 
-#include "forge/backend.h"
+#include "forge/device_queue.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
@@ -45,33 +46,22 @@ GreedyDecoder::GreedyDecoder(const Model& model, KVCache& cache, uint32_t token,
                                std::to_string(cache.length_) +
                                " cached positions: the cache has room for " +
                                std::to_string(cache.capacity_ - cache.length_));
-  if (max_steps > 0 && backend_for(model.device()).can_capture() && decode_graphs_enabled())
+  if (max_steps > 0 && RecordedStep::replays_on(model.device()))
     graph_ = model.decode_graph(cache, /*greedy=*/true);
 }
 
-GreedyDecoder::~GreedyDecoder() {
-  // Tokens of steps queued past the last one returned: read and dropped (their positions
-  // stay outside the cache's length).
-  Backend& be = backend_for(model_.device());
-  for (uint64_t t : tickets_) {
-    uint32_t unused = 0;
-    try {
-      be.read_wait(t, &unused, sizeof unused);
-    } catch (...) {  // a failing device: nothing left to release
-    }
-  }
-}
+// Tokens of steps queued past the last one returned are read and dropped with their
+// PendingReads (their positions stay outside the cache's length).
+GreedyDecoder::~GreedyDecoder() = default;
 
 void GreedyDecoder::queue() {
-  Backend& be = backend_for(model_.device());
   const auto pos = static_cast<uint32_t>(start_ + queued_);
   if (queued_ == 0)
     graph_->step.copy_from(std::vector<uint32_t>{token_, pos});
   else  // the token is the one the step before chose, already in place
     graph_->step.narrow_rows(1, 1).copy_from(std::vector<uint32_t>{pos});
-  be.replay(*graph_->graph);
-  tickets_.push_back(be.read_async(*graph_->step.storage(),
-                                   graph_->step.offset() * sizeof(uint32_t), sizeof(uint32_t)));
+  graph_->run->run();
+  tokens_.push_back(read_async(graph_->step.narrow_rows(0, 1)));
   ++queued_;
 }
 
@@ -87,16 +77,14 @@ uint32_t GreedyDecoder::next() {
         model_.forward_cached(Tensor::from_vector(std::vector<uint32_t>{token_}, {1, 1}), cache_);
     const Tensor picked = argmax_rows(logits);
     host_done();
-    token_ = picked.to_vector<uint32_t>()[0];
+    token_ = read_async(picked).get<uint32_t>()[0];
     ++done_;
     return token_;
   }
   while (queued_ < max_steps_ && queued_ - done_ < kAhead) queue();
   host_done();
-  uint32_t id = 0;
-  const uint64_t ticket = tickets_.front();
-  tickets_.erase(tickets_.begin());
-  backend_for(model_.device()).read_wait(ticket, &id, sizeof id);
+  const uint32_t id = tokens_.front().get<uint32_t>()[0];
+  tokens_.pop_front();
   ++done_;
   cache_.length_ = start_ + done_;
   return id;

@@ -1,7 +1,7 @@
 // The KV cache: per-layer key and value buffers [B * H, capacity, hd], allocated once.
 #include <string>
 
-#include "forge/backend.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 
@@ -20,7 +20,7 @@ KVCache::KVCache(const Model& model, int64_t batch, int64_t capacity) {
   // let an absurd batch reach the allocator (or the OOM killer).
   const double bytes = 2.0 * static_cast<double>(c.n_layer) * static_cast<double>(batch) *
                        static_cast<double>(capacity) * static_cast<double>(c.n_embd) * 4.0;
-  const uint64_t memory = backend_for(model.device()).info().memory_bytes;
+  const uint64_t memory = device_info(model.device()).memory_bytes;
   if ((memory > 0 && bytes > static_cast<double>(memory)) || bytes > 9.0e18)
     throw Error(ErrorKind::Range, std::string(fn) + ": a cache for batch " + std::to_string(batch) +
                                       " x " + std::to_string(capacity) + " positions needs " +

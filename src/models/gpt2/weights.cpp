@@ -9,7 +9,7 @@
 #include <optional>
 #include <thread>
 
-#include "forge/backend.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/safetensors.h"
@@ -66,7 +66,7 @@ int64_t chunk_rows(const Config& c, const ModelOptions& o, const char* fn) {
   if (o.wte_chunk_rows < 0)
     fail(fn, ErrorKind::Range, "wte_chunk_rows = " + std::to_string(o.wte_chunk_rows) + " < 0");
   if (o.wte_chunk_rows > 0) return std::min(o.wte_chunk_rows, c.vocab_size);
-  const uint64_t limit = backend_for(o.device).info().max_binding_bytes;
+  const uint64_t limit = device_info(o.device).max_binding_bytes;
   if (limit == 0) return c.vocab_size;
   const uint64_t row_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
   const int64_t rows = static_cast<int64_t>(limit / row_bytes);

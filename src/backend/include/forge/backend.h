@@ -6,7 +6,14 @@
 // Adding an op or a backend: docs/ARCHITECTURE.md.
 #pragma once
 
+// Internal to the engine (src/ops, src/backend, ...) and the tests: src/models, src/train and
+// src/cli compile without this folder on their include path, and without this macro.
+#ifndef FORGE_BACKEND_VISIBLE
+#error "forge/backend.h is internal: models, training and the CLI use forge/device_queue.h"
+#endif
+
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,6 +25,7 @@
 #include <vector>
 
 #include "forge/adamw_step.h"
+#include "forge/device_queue.h"
 #include "forge/devices.h"
 #include "forge/op_table.h"
 #include "forge/ops.h"
@@ -25,14 +33,8 @@
 
 namespace forge {
 
-/// GPU time of one kernel over a profiled span (Backend::kernel_times).
-struct KernelTime {
-  std::string kernel;  // the kernel (Vulkan: shader) name
-  uint64_t dispatches = 0;
-  double ms = 0.0;  // device time between the timestamps around each dispatch
-};
-
-/// A recorded sequence of kernels (Backend::end_capture), run again by Backend::replay.
+/// A recorded sequence of kernels (Backend::end_capture), run again by Backend::replay
+/// (forge/device_queue.h: RecordedStep).
 class Graph {
  public:
   virtual ~Graph() = default;
@@ -122,6 +124,14 @@ class Backend : public DeviceMemory {
   /// to dst. Each ticket once, with the size read_async was given; Error(Backend) otherwise.
   virtual void read_wait(uint64_t ticket, void* dst, size_t bytes);
 
+  /// Profiling by host clocks, for backends whose kernels finish on the calling thread (the
+  /// CPU): while on, the ops layer times each kernel call and kernel_times_on_host() gives
+  /// the totals per op, slowest first. A backend's set_profiling/kernel_times use them.
+  bool host_timing() const { return host_timing_.load(std::memory_order_relaxed); }
+  void set_host_timing(bool on);
+  void add_host_time(Op op, double ms);
+  std::vector<KernelTime> kernel_times_on_host();
+
   // --- kernels: looked up in this backend's table by op and input dtypes ---
   /// Adds (or replaces) the kernel for `op` with inputs of dtypes `key` (table_key(op): the
   /// op table's own dtypes). Not thread-safe: a backend fills its table while it is built,
@@ -152,6 +162,9 @@ class Backend : public DeviceMemory {
   std::mutex early_mutex_;
   std::map<uint64_t, std::vector<unsigned char>> early_reads_;
   uint64_t last_ticket_ = 0;
+  std::atomic<bool> host_timing_{false};
+  std::mutex host_times_mutex_;
+  std::map<Op, KernelTime> host_times_;
   std::vector<KernelEntry> kernels_[kOpCount];  // per op, one entry per input dtype key
 };
 

@@ -1,0 +1,112 @@
+// forge/device_queue.h over the Backend interface: async reads, recorded steps, waiting,
+// profiling and device_info.
+#include "forge/device_queue.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "forge/backend.h"
+#include "forge/error.h"
+
+namespace forge {
+namespace {
+
+// FORGE_DECODE_GRAPH=0 turns recordings off (to compare, or to time kernels one by one).
+bool recordings_enabled() {
+  const char* e = std::getenv("FORGE_DECODE_GRAPH");
+  return !(e && std::string(e) == "0");
+}
+
+}  // namespace
+
+PendingRead& PendingRead::operator=(PendingRead&& o) noexcept {
+  if (this != &o) {
+    drop();
+    device_ = o.device_;
+    ticket_ = std::exchange(o.ticket_, 0);
+    bytes_ = o.bytes_;
+    dtype_ = o.dtype_;
+  }
+  return *this;
+}
+
+PendingRead::~PendingRead() { drop(); }
+
+void PendingRead::drop() noexcept {
+  if (ticket_ == 0) return;
+  try {
+    std::vector<unsigned char> unused(bytes_);
+    backend_for(device_).read_wait(std::exchange(ticket_, 0), unused.data(), bytes_);
+  } catch (...) {  // a failing device: nothing left to release
+  }
+}
+
+template <typename T>
+std::vector<T> PendingRead::get() {
+  if (ticket_ == 0) throw Error(ErrorKind::Backend, "PendingRead::get: no read is pending");
+  if (dtype_ != dtype_of<T>())
+    throw Error(ErrorKind::DType, std::string("PendingRead::get: the tensor is ") +
+                                      dtype_name(dtype_) + ", asked for " +
+                                      dtype_name(dtype_of<T>()));
+  std::vector<T> out(bytes_ / sizeof(T));
+  backend_for(device_).read_wait(std::exchange(ticket_, 0), out.data(), bytes_);
+  return out;
+}
+template std::vector<float> PendingRead::get<float>();
+template std::vector<uint32_t> PendingRead::get<uint32_t>();
+
+PendingRead read_async(const Tensor& t) {
+  if (!t.defined()) throw Error(ErrorKind::Shape, "read_async: tensor is undefined");
+  PendingRead r;
+  r.device_ = t.device();
+  r.bytes_ = t.nbytes();
+  r.dtype_ = t.dtype();
+  r.ticket_ =
+      backend_for(r.device_).read_async(*t.storage(), t.offset() * dtype_size(t.dtype()), r.bytes_);
+  return r;
+}
+
+RecordedStep::RecordedStep(Device device, std::function<void()> body)
+    : device_(device), body_(std::move(body)) {
+  if (!body_) throw Error(ErrorKind::Shape, "RecordedStep: no body");
+}
+
+RecordedStep::~RecordedStep() = default;
+
+bool RecordedStep::replays_on(Device device) {
+  return backend_for(device).can_capture() && recordings_enabled();
+}
+
+void RecordedStep::run() {
+  Backend& be = backend_for(device_);
+  // The first run records where the device can replay (not while profiling: a later run
+  // records once it can again).
+  if (!graph_ && be.can_capture() && recordings_enabled()) {
+    be.synchronize();
+    be.begin_capture();
+    try {
+      body_();
+      graph_ = be.end_capture();
+    } catch (...) {
+      be.abort_capture();
+      throw;
+    }
+  }
+  if (graph_ && be.can_capture()) {
+    be.replay(*graph_);
+    return;
+  }
+  body_();
+}
+
+void synchronize(Device device) { backend_for(device).synchronize(); }
+
+void set_profiling(Device device, bool on) { backend_for(device).set_profiling(on); }
+
+std::vector<KernelTime> kernel_times(Device device) { return backend_for(device).kernel_times(); }
+
+DeviceInfo device_info(Device device) { return backend_for(device).info(); }
+
+}  // namespace forge
