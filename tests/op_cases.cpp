@@ -8,7 +8,7 @@
 //                        own magnitude, over a floor at float32's underflow): with V = 50257
 //                        every probability is ~2e-5, below any absolute tolerance worth
 //                        having (a 1e-6 floor let a softmax missing 512 of its columns pass);
-//   data movement        exact (embedding, heads, kv_append, attention's cache rows), and
+//   data movement        exact (embedding, heads, attention's cache rows), and
 //                        masked/dropped entries exactly 0.
 // Inputs are uniform [-2, 2] unless a case says otherwise; ids are in range, with the first
 // and last valid id forced in where it matters.
@@ -885,7 +885,7 @@ void add_embedding(Cases& cs) {
 }
 
 // ---------------------------------------------------------------------------------------
-// split_heads, merge_heads, unsplit_head, unmerge_heads, kv_append: data movement, exact
+// split_heads, merge_heads, unsplit_head, unmerge_heads: data movement, exact
 // ---------------------------------------------------------------------------------------
 
 void add_heads(Cases& cs) {
@@ -940,32 +940,6 @@ void add_heads(Cases& cs) {
         [B, T, H, D](const Inputs& x) {
           return Exp{exact(ref::unmerge_heads(W(x[0]), B, T, H, D))};
         });
-  }
-
-  struct KvCase {
-    int64_t G, cap, t, D, pos;
-  };
-  const std::vector<KvCase> kv = {{2, 8, 3, 4, 0},   {3, 17, 1, 33, 16}, {12, 32, 5, 64, 7},
-                                  {1, 5, 5, 1, 0},   {2, 4, 0, 3, 4},    {1, 1, 1, 17, 0},
-                                  {5, 33, 17, 17, 9}};
-  for (const KvCase& c : kv) {
-    const int64_t G = c.G, cap = c.cap, t = c.t, D = c.D, pos = c.pos;
-    cs.add(
-        "kv_append", "pos=" + std::to_string(pos),
-        "G=" + std::to_string(G) + ",cap=" + std::to_string(cap) + ",t=" + std::to_string(t) +
-            ",D=" + std::to_string(D),
-        [G, cap, t, D](CaseRng& r) {
-          return Inputs{F(r, {G, cap, D}), F(r, {G, t, D})};
-        },
-        [pos](const std::vector<Tensor>& in) {
-          Tensor cache = in[0];
-          kv_append(cache, in[1], pos);
-          return Outputs{host(cache)};
-        },
-        [G, cap, t, D, pos](const Inputs& x) {
-          return Exp{exact(ref::kv_append(W(x[0]), W(x[1]), G, cap, t, D, pos))};
-        },
-        {0});
   }
 }
 

@@ -249,16 +249,6 @@ Vec unmerge_heads(const Vec& x, int64_t B, int64_t T, int64_t H, int64_t D) {
   return out;
 }
 
-Vec kv_append(const Vec& cache, const Vec& x, int64_t G, int64_t cap, int64_t t, int64_t D,
-              int64_t pos) {
-  Vec out = cache;
-  for (int64_t g = 0; g < G; ++g)
-    for (int64_t s = 0; s < t; ++s)
-      for (int64_t e = 0; e < D; ++e)
-        out[idx((g * cap + pos + s) * D + e)] = x[idx((g * t + s) * D + e)];
-  return out;
-}
-
 Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D, const Vec& k_cache,
                     const Vec& v_cache, int64_t cap, int64_t pos) {
   const int64_t C = H * D;

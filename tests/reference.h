@@ -76,9 +76,6 @@ Vec unsplit_head(const Vec& dq, const Vec& dk, const Vec& dv, int64_t B, int64_t
                  int64_t D);
 /// x [B, T, H*D] -> [B*H, T, D].
 Vec unmerge_heads(const Vec& x, int64_t B, int64_t T, int64_t H, int64_t D);
-/// cache [G, cap, D] with x [G, t, D] written at rows [pos, pos + t).
-Vec kv_append(const Vec& cache, const Vec& x, int64_t G, int64_t cap, int64_t t, int64_t D,
-              int64_t pos);
 
 /// Fused causal attention (ops.h attention), straight from its formula. qkv [B, T, 3*H*D];
 /// k_cache, v_cache [B*H, cap, D], or both empty (no cache: pos must be 0, keys are the new

@@ -1,5 +1,5 @@
 // The fused attention op (forge::attention) against the unfused chain it replaces in the
-// GPT-2 forward (split_heads, kv_append, q k^T, causal softmax, p v, merge_heads), on every
+// GPT-2 forward (split_heads, the cache rows, q k^T, causal softmax, p v, merge_heads), on every
 // device, for GPT-2's head shape (12 heads of 64): a prefill from position 0, then decode
 // steps over a cache. The float64 comparison of many shapes is the op harness's
 // (tests/op_cases.cpp); this checks that the two paths the model can take agree. Then each
@@ -49,8 +49,13 @@ Tensor unfused(const Tensor& qkv, Tensor kc, Tensor vc, int64_t pos) {
                 .b_rows = 0};
   MatmulSpec pv{};
   if (kc.defined()) {
-    kv_append(kc, k, pos);
-    kv_append(vc, v, pos);
+    // The new keys and values to rows pos.. of each group's cache.
+    for (int64_t g = 0; g < kc.dim(0); ++g) {
+      kc.narrow_rows(g, 1).reshape({kc.dim(1), kc.dim(2)}).narrow_rows(pos, k.dim(1)).copy_from(
+          k.narrow_rows(g, 1).reshape({k.dim(1), k.dim(2)}));
+      vc.narrow_rows(g, 1).reshape({vc.dim(1), vc.dim(2)}).narrow_rows(pos, v.dim(1)).copy_from(
+          v.narrow_rows(g, 1).reshape({v.dim(1), v.dim(2)}));
+    }
     k = kc;
     v = vc;
     qk.b_rows = S;

@@ -277,29 +277,6 @@ TEST(OpsErrors, UnmergeHeads) {
   EXPECT_OP_ERROR(unmerge_heads(Tensor(), 2), Shape, "unmerge_heads");
 }
 
-TEST(OpsErrors, KvAppend) {
-  Tensor cache = f32({2, 4, 3}, 0.0f);
-  Tensor undefined;
-  EXPECT_OP_ERROR(kv_append(cache, f32({2, 2, 3}), 3), Range, "kv_append");  // 3 + 2 > 4
-  EXPECT_OP_ERROR(kv_append(cache, f32({2, 5, 3}), 0), Range, "kv_append");
-  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 3}), 4), Range, "kv_append");
-  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 3}), -1), Range, "kv_append");
-  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 3}), std::numeric_limits<int64_t>::max()), Range,
-                  "kv_append");
-  EXPECT_OP_ERROR(kv_append(cache, f32({3, 1, 3}), 0), Shape, "kv_append");  // groups differ
-  EXPECT_OP_ERROR(kv_append(cache, f32({2, 1, 2}), 0), Shape, "kv_append");  // hd differs
-  EXPECT_OP_ERROR(kv_append(cache, f32({2, 3}), 0), Shape, "kv_append");
-  Tensor flat = f32({8, 3});
-  EXPECT_OP_ERROR(kv_append(flat, f32({2, 1, 3}), 0), Shape, "kv_append");
-  EXPECT_OP_ERROR(kv_append(cache, u32({2, 1, 3}), 0), DType, "kv_append");
-  EXPECT_OP_ERROR(kv_append(undefined, f32({2, 1, 3}), 0), Shape, "kv_append");
-  const std::string msg = message_of([&] { kv_append(cache, f32({2, 2, 3}), 3); });
-  EXPECT_NE(msg.find("kv overflow"), std::string::npos) << msg;
-  // Nothing was written by the failed calls; an exact fit is fine.
-  for (float v : cache.to_vector<float>()) EXPECT_EQ(v, 0.0f);
-  EXPECT_NO_THROW(kv_append(cache, f32({2, 2, 3}), 2));
-}
-
 TEST(OpsErrors, Attention) {
   // qkv [1, 2, 12]: C = 4, 2 heads of hd 2; caches [2, cap 4, 2].
   const Tensor qkv = f32({1, 2, 12});
@@ -526,8 +503,6 @@ TEST(OpsErrors, EmptyTensorsAreFine) {
   EXPECT_EQ(argmax_rows(e).shape(), Shape({0}));
   EXPECT_EQ(argmax_rows(f32({0, 0})).shape(), Shape({0}));
   EXPECT_EQ(split_heads(f32({0, 12}), 2, 1).shape(), Shape({2, 0, 2}));
-  Tensor cache = f32({2, 4, 3});
-  EXPECT_NO_THROW(kv_append(cache, f32({2, 0, 3}), 4));
 }
 
 // ---------------------------------------------------------------------------------------

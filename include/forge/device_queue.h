@@ -72,6 +72,10 @@ class RecordedStep {
   RecordedStep(const RecordedStep&) = delete;
   RecordedStep& operator=(const RecordedStep&) = delete;
 
+  /// Records the step now where the device replays (run() does it otherwise), so that the
+  /// host's writes of its inputs for the first run join that run's submission instead of
+  /// being flushed by the recording. Nothing elsewhere.
+  void record();
   /// Queues the step's work (no wait). Errors of body propagate; a recording that failed
   /// halfway is dropped, and the next run() tries again.
   void run();

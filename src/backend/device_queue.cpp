@@ -79,10 +79,8 @@ bool RecordedStep::replays_on(Device device) {
   return backend_for(device).can_capture() && recordings_enabled();
 }
 
-void RecordedStep::run() {
+void RecordedStep::record() {
   Backend& be = backend_for(device_);
-  // The first run records where the device can replay (not while profiling: a later run
-  // records once it can again).
   if (!graph_ && be.can_capture() && recordings_enabled()) {
     be.synchronize();
     be.begin_capture();
@@ -94,6 +92,13 @@ void RecordedStep::run() {
       throw;
     }
   }
+}
+
+void RecordedStep::run() {
+  // The first run records where the device can replay (not while profiling: a later run
+  // records once it can again).
+  record();
+  Backend& be = backend_for(device_);
   if (graph_ && be.can_capture()) {
     be.replay(*graph_);
     return;

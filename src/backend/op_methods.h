@@ -20,7 +20,6 @@
                           Tensor& out); \
   void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out); \
   void merge_heads(const Tensor& x, int64_t n_head, Tensor& out); \
-  void kv_append(Tensor& cache, const Tensor& x, int64_t pos); \
   void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos, \
                  Tensor& out); \
   void attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, \
@@ -75,9 +74,6 @@ void add_op_methods(B& be, bool with_attention_at = true) {
   });
   be.add_kernel(Op::merge_heads, [](Backend& b, C c) {
     static_cast<B&>(b).merge_heads(c.in(0), c.attrs.n_head, c.out(0));
-  });
-  be.add_kernel(Op::kv_append, [](Backend& b, C c) {
-    static_cast<B&>(b).kv_append(c.out(0), c.in(0), c.attrs.pos);
   });
   be.add_kernel(Op::attention, [](Backend& b, C c) {
     static_cast<B&>(b).attention(c.in(0), c.attrs.n_head, c.out(0), c.out(1), c.attrs.pos,

@@ -56,32 +56,6 @@ Tensor merge_heads(const Tensor& x, int64_t n_head) {
   return out;
 }
 
-void kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
-  const char* op = "kv_append";
-  check_f32(op, "cache", cache);
-  check_f32(op, "x", x);
-  Backend& be = same_device(op, {&cache, &x});
-  check_rank(op, "cache", cache, 3, 3);
-  check_rank(op, "x", x, 3, 3);
-  if (x.dim(0) != cache.dim(0) || x.dim(2) != cache.dim(2))
-    fail(ErrorKind::Shape, op,
-         "x " + x.shape().str() + " does not fit cache " + cache.shape().str() + " (need [" +
-             std::to_string(cache.dim(0)) + ", t, " + std::to_string(cache.dim(2)) + "])");
-  const int64_t cap = cache.dim(1);
-  const int64_t t = x.dim(1);
-  if (pos < 0) fail(ErrorKind::Range, op, "pos must be >= 0, got " + std::to_string(pos));
-  // pos > cap - t rather than pos + t > cap: no overflow for huge pos.
-  if (pos > cap - t)
-    fail(ErrorKind::Range, op,
-         "kv overflow: pos " + std::to_string(pos) + " + " + std::to_string(t) +
-             " new rows > capacity " + std::to_string(cap));
-  if (x.numel() > 0) {
-    OpAttrs at;
-    at.pos = pos;
-    run(be, op, Op::kv_append, {&x}, {&cache}, at);
-  }
-}
-
 Tensor unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head) {
   const char* op = "unsplit_head";
   check_f32(op, "dq", dq);

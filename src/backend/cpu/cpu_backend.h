@@ -5,7 +5,7 @@
 //   elementwise.cpp                add, gelu, gelu_bwd, scale, dropout, adamw, sumsq
 //   rows.cpp                       softmax, layernorm (+ backward), sum_rows, argmax_rows
 //   gather.cpp                     embedding, scatter_add_rows, gather_nll, ce_bwd
-//   heads.cpp                      split/merge heads and their inverses, kv_append
+//   heads.cpp                      split/merge heads and their inverses
 //   attention.cpp (+ _avx2/_avx512) fused causal attention (attention_loops.h: the tile)
 #pragma once
 

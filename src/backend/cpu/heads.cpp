@@ -1,4 +1,4 @@
-// CPU head-layout kernels: split_heads, merge_heads, unsplit_head, unmerge_heads, kv_append.
+// CPU head-layout kernels: split_heads, merge_heads, unsplit_head, unmerge_heads.
 // Pure copies of head-sized runs (hd floats); threads take contiguous ranges of runs.
 #include <cstring>
 
@@ -78,20 +78,6 @@ void CpuBackend::unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out) {
       const int64_t b = bh / n_head, h = bh % n_head;
       copy_floats(dst + o * hd, src + (b * T + t) * C + h * hd, hd);
     }
-  });
-}
-
-void CpuBackend::kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
-  // cache: [G, cap, hd], x: [G, t, hd]; rows pos..pos+t of each group are contiguous.
-  float* dst = cache.data<float>();
-  const float* src = x.data<float>();
-  const int64_t cap = cache.dim(1), t = x.dim(1), hd = x.dim(2);
-  const int64_t run = t * hd;
-  parallel_for(x.dim(0), row_grain(run, kGrainElems), [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g)
-      // memmove: x might be a view into the cache itself; that must not be undefined.
-      std::memmove(dst + (g * cap + pos) * hd, src + g * run,
-                   static_cast<size_t>(run) * sizeof(float));
   });
 }
 

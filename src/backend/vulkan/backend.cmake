@@ -69,6 +69,14 @@ function(forge_vulkan_tests)
                    "--gtest_filter=AllOps/OpReference.*/vulkan_*:Vulkan.*-Vulkan.TrainingWithAWte*")
   set_tests_properties(AllOps/OpReference/vulkan_staging PROPERTIES TIMEOUT 900
                        ENVIRONMENT "FORGE_VULKAN_STAGING=1;FORGE_VULKAN_PUSH_DESCRIPTORS=0;FORGE_VULKAN_MAX_BINDINGS=4")
+  # Captured decode steps with the host's transfers through the staging buffer, as on a
+  # discrete GPU (there a host write is a recorded copy, so the order of recording, writing
+  # and submitting shows in the submit counts).
+  add_test(NAME Vulkan/staging_capture
+           COMMAND forge_tests
+                   "--gtest_filter=Vulkan.DecodeSteps*:Vulkan.GreedyDecoder*:Vulkan.Gpt2Greedy*")
+  set_tests_properties(Vulkan/staging_capture PROPERTIES TIMEOUT 900
+                       ENVIRONMENT "FORGE_VULKAN_STAGING=1")
   # gemv_chain (one dispatch for matmul_add_layernorm_matmul of one row; by default on
   # discrete GPUs only) forced on: its op cases and GPT-2's decode steps, which use it;
   # once as a GPU runs it (the second phase polls for the first) and once with every

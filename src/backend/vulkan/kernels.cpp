@@ -376,12 +376,6 @@ void VulkanBackend::unsplit_head(const Tensor& dq, const Tensor& dk, const Tenso
          {u(o.numel()), u(T), u(hd), u(n_head), 3u}, o.numel());
 }
 
-void VulkanBackend::kv_append(Tensor& cache, const Tensor& x, int64_t pos) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  run_1d("kv_append", {out(cache), in(x)},
-         {u(x.numel()), u(x.dim(1)), u(x.dim(2)), u(cache.dim(1)), u(pos)}, x.numel());
-}
-
 // --- attention ------------------------------------------------------------------------------
 
 void VulkanBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,

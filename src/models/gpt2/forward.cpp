@@ -133,6 +133,7 @@ std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) co
         // Greedy: the chosen id becomes the next step's token, on the device.
         if (greedy) argmax_rows_into(out->logits, tok);
       });
+  ng->run->record();  // before the host writes the first step's token and position
   g = std::move(ng);
   return g;
 }

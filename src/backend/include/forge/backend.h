@@ -49,7 +49,7 @@ struct OpAttrs {
   int64_t offset = 0;       // softmax: row i sees columns j <= i + offset
   int64_t n_head = 0;       // head ops, attention
   int part = 0;             // split_heads: 0 q, 1 k, 2 v
-  int64_t pos = 0;          // kv_append, attention: the first new cache row
+  int64_t pos = 0;          // attention: the first new cache row
   int64_t row_begin = 0;    // embedding: the table chunk's first row
   float alpha = 1.0f;       // matmul_transb_into
   int64_t col_begin = 0;    // matmul_transb_into: the chunk's first output column
