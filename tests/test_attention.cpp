@@ -50,11 +50,12 @@ Tensor unfused(const Tensor& qkv, Tensor kc, Tensor vc, int64_t pos) {
   MatmulSpec pv{};
   if (kc.defined()) {
     // The new keys and values to rows pos.. of each group's cache.
+    auto rows = [](const Tensor& t, int64_t g) {  // group g as [rows, hd]
+      return t.narrow_rows(g, 1).reshape({t.dim(1), t.dim(2)});
+    };
     for (int64_t g = 0; g < kc.dim(0); ++g) {
-      kc.narrow_rows(g, 1).reshape({kc.dim(1), kc.dim(2)}).narrow_rows(pos, k.dim(1)).copy_from(
-          k.narrow_rows(g, 1).reshape({k.dim(1), k.dim(2)}));
-      vc.narrow_rows(g, 1).reshape({vc.dim(1), vc.dim(2)}).narrow_rows(pos, v.dim(1)).copy_from(
-          v.narrow_rows(g, 1).reshape({v.dim(1), v.dim(2)}));
+      rows(kc, g).narrow_rows(pos, k.dim(1)).copy_from(rows(k, g));
+      rows(vc, g).narrow_rows(pos, v.dim(1)).copy_from(rows(v, g));
     }
     k = kc;
     v = vc;

@@ -273,6 +273,43 @@ forge::gpt2::Model tiny_model(int64_t eos = 255) {
   return forge::gpt2::Model::random(c, 3);
 }
 
+// Every entry point that takes token ids checks them the same way (Config::check_token_ids):
+// Error(Range) naming the entry point, the id, where it is and the vocabulary size.
+TEST(Generate, EveryEntryPointChecksTokenIdsOneWay) {
+  const forge::gpt2::Model m = tiny_model();  // vocab_size 256
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), forge::ErrorKind::Range) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error";
+    return std::string();
+  };
+  const std::string tail = "is outside the vocabulary (vocab_size = 256)";
+  const forge::Tensor bad = forge::Tensor::from_vector(Ids{1, 2, 3, 256, 5, 6}, {2, 3});
+  EXPECT_EQ(message([&] { m.forward(bad); }),
+            "gpt2::Model::forward: token id 256 at [1, 0] " + tail);
+  forge::gpt2::KVCache cache(m, 2, 8);
+  EXPECT_EQ(message([&] { m.forward_cached(bad, cache); }),
+            "gpt2::Model::forward_cached: token id 256 at [1, 0] " + tail);
+  EXPECT_EQ(cache.length(), 0);
+  EXPECT_EQ(message([&] {
+              forge::gpt2::evaluate(m, Ids{1, 2, 300});
+            }),
+            "gpt2::evaluate: token id 300 at index 2 " + tail);
+  forge::gpt2::KVCache one(m, 1, 8);
+  EXPECT_EQ(message([&] { forge::gpt2::GreedyDecoder(m, one, 999, 1); }),
+            "gpt2::GreedyDecoder: token id 999 at index 0 " + tail);
+  forge::gpt2::GenerateOptions o;
+  o.max_new_tokens = 2;
+  EXPECT_EQ(message([&] {
+              forge::gpt2::generate(m, Ids{7, 4096}, o);
+            }),
+            "generate: prompt: token id 4096 at index 1 " + tail);
+}
+
 /// Greedy continuation by full forward passes over the whole sequence (no KV cache).
 Ids greedy_reference(const forge::gpt2::Model& m, Ids seq, int n) {
   Ids out;

@@ -57,6 +57,11 @@ struct Config {
   /// below fixed caps so that no config can ask for unbounded memory, eps in (0, 1)).
   void validate() const;
 
+  /// The one check of token ids against the vocabulary, for every entry point that takes
+  /// ids: Error(Range) "<fn>: token id X at index i is outside the vocabulary (vocab_size =
+  /// V)" for the first id >= vocab_size; with row_len > 0 the index reads "[row, col]".
+  void check_token_ids(const uint32_t* ids, size_t n, const char* fn, int64_t row_len = 0) const;
+
   int64_t head_dim() const { return n_embd / n_head; }
   /// Parameter count: V C + P C + L (12 C^2 + 13 C) + 2 C, plus V C for an untied head.
   int64_t num_params() const;

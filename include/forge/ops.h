@@ -132,11 +132,12 @@ Tensor split_heads(const Tensor& qkv, int64_t n_head, int part);
 /// Inverse of the head layout: x [B*n_head, T, hd] -> [B, T, n_head*hd].
 Tensor merge_heads(const Tensor& x, int64_t n_head);
 
-/// Fused causal self-attention (inference): split_heads + the new keys/values into the caches + q k^T / sqrt(hd) +
-/// causal softmax + p v + merge_heads in one kernel, the [T, S] scores never stored.
+/// Fused causal self-attention (inference): split_heads + the new keys and values into the
+/// caches + q k^T / sqrt(hd) + causal softmax + p v + merge_heads in one kernel, the [T, S]
+/// scores never stored.
 ///   qkv: [B, T, 3C] (or [T, 3C], B = 1), laid out as split_heads expects;
 ///   C = n_head * hd.
-///   k_cache, v_cache: both undefined, or both [B*n_head, cap, hd] (rows pos.. of each group take the new keys/values).
+///   k_cache, v_cache: both undefined, or both [B*n_head, cap, hd].
 ///   With caches, the keys and values of the T new positions are written to rows
 ///   pos..pos+T-1 of the caches (in place: a Tensor is a handle, the caller's caches see
 ///   them; other rows are untouched) and query t attends to cached rows 0..pos+t. Without

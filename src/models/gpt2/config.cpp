@@ -73,6 +73,19 @@ std::vector<std::string> Config::preset_names() {
   return {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "tiny", "mini"};
 }
 
+void Config::check_token_ids(const uint32_t* ids, size_t n, const char* fn, int64_t row_len) const {
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int64_t>(ids[i]) < vocab_size) continue;
+    const auto at = static_cast<int64_t>(i);
+    const std::string where =
+        row_len > 0 ? "[" + std::to_string(at / row_len) + ", " + std::to_string(at % row_len) + "]"
+                    : "index " + std::to_string(at);
+    throw Error(ErrorKind::Range,
+                std::string(fn) + ": token id " + std::to_string(ids[i]) + " at " + where +
+                    " is outside the vocabulary (vocab_size = " + std::to_string(vocab_size) + ")");
+  }
+}
+
 void Config::validate() const {
   auto check = [](const char* name, int64_t v, int64_t hi) {
     if (v < 1 || v > hi)

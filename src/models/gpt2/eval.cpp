@@ -35,11 +35,7 @@ double nll_sum(const Model& model, const Tensor& h, const std::vector<uint32_t>&
 }
 
 void check_ids(const Model& model, const std::vector<uint32_t>& ids) {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (static_cast<int64_t>(ids[i]) >= model.config().vocab_size)
-      fail(ErrorKind::Range, "token id " + std::to_string(ids[i]) + " at index " +
-                                 std::to_string(i) + " is outside the vocabulary (vocab_size = " +
-                                 std::to_string(model.config().vocab_size) + ")");
+  model.config().check_token_ids(ids.data(), ids.size(), "gpt2::evaluate");
 }
 
 EvalResult finish(double sum, int64_t tokens, int64_t predictions, int64_t windows) {

@@ -37,15 +37,7 @@ Tensor checked_ids(const Tensor& ids, const Config& c, const char* fn) {
   if (ids2.dim(0) < 1 || ids2.dim(1) < 1)
     fail(fn, ErrorKind::Shape, "ids " + ids.shape().str() + " holds no tokens");
   const std::vector<uint32_t> host = ids2.to_vector<uint32_t>();
-  for (size_t i = 0; i < host.size(); ++i) {
-    if (static_cast<int64_t>(host[i]) >= c.vocab_size) {
-      const int64_t T = ids2.dim(1);
-      fail(fn, ErrorKind::Range,
-           "token id " + std::to_string(host[i]) + " at [" + std::to_string(i / T) + ", " +
-               std::to_string(i % T) +
-               "] is outside the vocabulary (vocab_size = " + std::to_string(c.vocab_size) + ")");
-    }
-  }
+  c.check_token_ids(host.data(), host.size(), fn, ids2.dim(1));
   return ids2;
 }
 

@@ -80,11 +80,7 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
   for (const std::string& s : o.stop)
     if (s.empty()) fail(ErrorKind::Format, "a stop string is empty");
   if (prompt_in.empty()) fail(ErrorKind::Range, "the prompt holds no tokens");
-  for (size_t i = 0; i < prompt_in.size(); ++i)
-    if (static_cast<int64_t>(prompt_in[i]) >= c.vocab_size)
-      fail(ErrorKind::Range,
-           "prompt token " + std::to_string(prompt_in[i]) + " at position " + std::to_string(i) +
-               " is outside the vocabulary (vocab_size = " + std::to_string(c.vocab_size) + ")");
+  c.check_token_ids(prompt_in.data(), prompt_in.size(), "generate: prompt");
 
   // P prompt tokens + N new ones use P + N - 1 positions (the last token is never fed back).
   const int64_t n_ctx = c.n_ctx;

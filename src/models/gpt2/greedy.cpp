@@ -37,10 +37,7 @@ GreedyDecoder::GreedyDecoder(const Model& model, KVCache& cache, uint32_t token,
   if (cache.batch_ != 1)
     fail(ErrorKind::Shape,
          "decodes one sequence; the KV cache holds " + std::to_string(cache.batch_));
-  if (static_cast<int64_t>(token) >= c.vocab_size)
-    fail(ErrorKind::Range,
-         "token id " + std::to_string(token) +
-             " is outside the vocabulary (vocab_size = " + std::to_string(c.vocab_size) + ")");
+  c.check_token_ids(&token, 1, kFn);
   if (max_steps < 0 || max_steps > cache.capacity_ - cache.length_)
     fail(ErrorKind::Range, std::to_string(max_steps) + " steps after " +
                                std::to_string(cache.length_) +
