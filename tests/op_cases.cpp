@@ -750,7 +750,7 @@ void add_layernorm(Cases& cs) {
 }
 
 // ---------------------------------------------------------------------------------------
-// embedding, embedding_chunked, matmul_chunked_transb
+// embedding
 // ---------------------------------------------------------------------------------------
 
 void add_embedding(Cases& cs) {
@@ -772,115 +772,6 @@ void add_embedding(Cases& cs) {
         },
         [](const std::vector<Tensor>& t) { return Outputs{host(embedding(t[0], t[1]))}; },
         [C](const Inputs& x) { return Exp{exact(ref::embedding(x[0].u32, W(x[1]), C))}; });
-  }
-
-  struct ChunkCase {
-    Dims ids;
-    std::vector<int64_t> rows;  // rows of each chunk
-    int64_t C;
-  };
-  const std::vector<ChunkCase> chunked = {
-      {{9}, {50}, 17},
-      {{3, 7}, {1, 49}, 17},
-      {{33}, {17, 17, 16}, 1},
-      {{2, 5}, {49, 1}, 33},
-      {{11}, {16384, 16384, 16384, 1105}, 3},
-  };
-  for (const ChunkCase& c : chunked) {
-    const Dims idd = c.ids;
-    const std::vector<int64_t> rows = c.rows;
-    const int64_t C = c.C;
-    int64_t V = 0;
-    std::string split;
-    for (int64_t r : rows) {
-      V += r;
-      split += (split.empty() ? "" : "+") + std::to_string(r);
-    }
-    cs.add(
-        "embedding_chunked", "chunks=" + split,
-        "ids=" + dims_str(idd) + ",V=" + std::to_string(V) + ",C=" + std::to_string(C),
-        [idd, rows, V, C](CaseRng& r) {
-          std::vector<uint32_t> ids = ids_with_ends(r, sz(numel(idd)), static_cast<uint32_t>(V));
-          // Hit the first and last row of every chunk boundary too.
-          int64_t edge = 0;
-          for (size_t i = 0; i + 1 < rows.size() && 2 * i + 2 < ids.size(); ++i) {
-            edge += rows[i];
-            ids[2 * i + 1] = static_cast<uint32_t>(edge - 1);
-            ids[2 * i + 2] = static_cast<uint32_t>(edge);
-          }
-          Inputs in{U(idd, ids)};
-          for (int64_t n : rows) in.push_back(F(r, {n, C}));
-          return in;
-        },
-        [](const std::vector<Tensor>& t) {
-          const std::vector<Tensor> chunks(t.begin() + 1, t.end());
-          return Outputs{host(embedding_chunked(t[0], chunks))};
-        },
-        [C](const Inputs& x) {
-          Vec table;
-          for (size_t i = 1; i < x.size(); ++i)
-            table.insert(table.end(), x[i].f32.begin(), x[i].f32.end());
-          return Exp{exact(ref::embedding(x[0].u32, table, C))};
-        });
-  }
-
-  struct HeadCase {
-    Dims a;  // [..., K]
-    std::vector<int64_t> rows;
-    float alpha;
-  };
-  const std::vector<HeadCase> heads = {
-      {{64}, {50}, 1.0f},
-      {{3, 64}, {1, 16, 33}, 1.0f},
-      {{2, 3, 33}, {17, 17}, 0.125f},
-      {{5, 1}, {7, 1}, -2.0f},
-      {{1, 64}, {16384, 16384, 16384, 1105}, 1.0f},
-      // Large enough for the GPUs' 128x128 kernel: chunks written at column offsets 128 (of
-      // rows of 260: vec4 stores) and 129 (of rows of 329: scalar stores).
-      {{130, 64}, {128, 132}, 1.0f},
-      {{2, 65, 67}, {129, 200}, 0.5f},
-  };
-  for (const HeadCase& c : heads) {
-    const Dims ad = c.a;
-    const std::vector<int64_t> rows = c.rows;
-    const float alpha = c.alpha;
-    const int64_t K = ad.back();
-    const int64_t R = numel(ad) / K;
-    int64_t V = 0;
-    std::string split;
-    for (int64_t r : rows) {
-      V += r;
-      split += (split.empty() ? "" : "+") + std::to_string(r);
-    }
-    std::string variant = "chunks=" + split;
-    if (alpha != 1.0f) variant += ",alpha=" + num(alpha);
-    ref::MatmulDims d;
-    d.m = R;
-    d.k = K;
-    d.n = V;
-    d.trans_b = true;
-    d.b_stored_rows = V;
-    d.alpha = alpha;
-    cs.add(
-        "matmul_chunked_transb", variant, "a=" + dims_str(ad) + ",V=" + std::to_string(V),
-        [ad, rows, K](CaseRng& r) {
-          Inputs in{F(r, ad)};
-          for (int64_t n : rows) in.push_back(F(r, {n, K}));
-          return in;
-        },
-        [alpha](const std::vector<Tensor>& t) {
-          const std::vector<Tensor> chunks(t.begin() + 1, t.end());
-          return Outputs{host(matmul_chunked_transb(t[0], chunks, alpha))};
-        },
-        [d](const Inputs& x) {
-          Vec b;
-          for (size_t i = 1; i < x.size(); ++i) b.insert(b.end(), x[i].f32.begin(), x[i].f32.end());
-          Vec mag;
-          Expected e;
-          e.value = ref::matmul(W(x[0]), b, {}, d, &mag);
-          for (double s : mag) e.tol.push_back(reduction_tol(kFwdTol, s));
-          return Exp{e};
-        });
   }
 }
 

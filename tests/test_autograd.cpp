@@ -343,45 +343,25 @@ TEST(Autograd, EmbeddingAccumulatesRepeatedIds) {
     tape.backward(ag::embedding(ids, t), gt);
     expect_close(t.grad(), want, 1e-6, "dtable");
   }
-  {  // chunked table: rows [0, 2) and [2, 5)
-    ag::Tape tape;
-    ag::Var c0 = tape.leaf(table.narrow_rows(0, 2)), c1 = tape.leaf(table.narrow_rows(2, 3));
-    tape.backward(ag::embedding_chunked(ids, {c0, c1}), gt);
-    expect_close(c0.grad(), std::vector<double>(want.begin(), want.begin() + 2 * C), 1e-6, "c0");
-    expect_close(c1.grad(), std::vector<double>(want.begin() + 2 * C, want.end()), 1e-6, "c1");
-  }
 }
 
-TEST(Autograd, ChunkedTransbHead) {
-  // out = alpha * a @ W^T with W [7, 4] whole or in chunks of 3, 0, 4 rows.
+TEST(Autograd, TransbHead) {
+  // out = alpha * a @ W^T (the LM head's form) with a batched a [2, 3, 4] and W [7, 4].
   const Tensor at = randt({2, 3, 4}, 15), wt = randt({7, 4}, 16), gt = randt({2, 3, 7}, 17);
   MatmulSpec spec;
   spec.trans_b = true;
   spec.alpha = 0.5f;
   const MatmulRef r = matmul_ref(at.reshape({6, 4}), wt, spec, false, Tensor(), gt.reshape({6, 7}));
-  for (int chunked = 0; chunked < 2; ++chunked) {
-    ag::Tape tape;
-    ag::Var a = tape.leaf(at);
-    std::vector<ag::Var> w;
-    if (chunked) {
-      w = {tape.leaf(wt.narrow_rows(0, 3)), tape.leaf(wt.narrow_rows(3, 0)),
-           tape.leaf(wt.narrow_rows(3, 4))};
-    } else {
-      w = {tape.leaf(wt)};
-    }
-    ag::Var out = ag::matmul_chunked_transb(a, w, 0.5f);
-    tape.backward(out, gt);
-    expect_close(out.value(), r.out, 1e-5, "out");
-    expect_close(a.grad(), r.da, 1e-5, "da");
-    std::vector<double> dw;
-    for (const ag::Var& c : w) {
-      const std::vector<double> d = to_d(c.grad());
-      dw.insert(dw.end(), d.begin(), d.end());
-    }
-    ASSERT_EQ(dw.size(), r.db.size());
-    for (size_t i = 0; i < dw.size(); ++i)
-      EXPECT_NEAR(dw[i], r.db[i], 1e-5 * (1 + std::abs(r.db[i])));
-  }
+  ag::Tape tape;
+  ag::Var a = tape.leaf(at), w = tape.leaf(wt);
+  ag::Var out = ag::matmul(a, w, spec);
+  tape.backward(out, gt);
+  expect_close(out.value(), r.out, 1e-5, "out");
+  expect_close(a.grad(), r.da, 1e-5, "da");
+  const std::vector<double> dw = to_d(w.grad());
+  ASSERT_EQ(dw.size(), r.db.size());
+  for (size_t i = 0; i < dw.size(); ++i)
+    EXPECT_NEAR(dw[i], r.db[i], 1e-5 * (1 + std::abs(r.db[i])));
 }
 
 TEST(Autograd, HeadsLayoutGradients) {
@@ -726,24 +706,19 @@ TEST(AutogradErrors, OpErrorsPassThrough) {
       },
       ErrorKind::Shape, "ag::cross_entropy");
   expect_error([&] { ag::reshape(l, {5}); }, ErrorKind::Shape, "reshape");
-  expect_error([&] { ag::matmul_chunked_transb(l, {}); }, ErrorKind::Shape,
-               "matmul_chunked_transb");
-  expect_error([&] { ag::embedding_chunked(Tensor::zeros({2}, DType::U32), {}); }, ErrorKind::Shape,
-               "ag::embedding_chunked");
 }
 
 namespace {
 
 // lm_head_loss in blocks of rows equals the float64 mean cross-entropy of h @ W^T, and its
 // gradients (dh = dlogits W, dW = dlogits^T h with dlogits = (softmax - onehot) / N), for
-// a head in two chunks, whatever the block size, on every device.
+// whatever the block size, on every device.
 TEST(Autograd, LmHeadLossInRowBlocksMatchesFloat64) {
-  const int64_t N = 7, C = 5, V0 = 6, V1 = 5, V = V0 + V1;
-  const Tensor ht = randt({N, C}, 31), w0t = randt({V0, C}, 32), w1t = randt({V1, C}, 33);
+  const int64_t N = 7, C = 5, V = 11;
+  const Tensor ht = randt({N, C}, 31), wt = randt({V, C}, 32);
   const std::vector<uint32_t> tg = {0, 10, 5, 6, 3, 9, 0};
   const std::vector<double> h = to_d(ht);
-  std::vector<double> w = to_d(w0t);
-  for (double x : to_d(w1t)) w.push_back(x);
+  const std::vector<double> w = to_d(wt);
   // float64 reference
   double loss = 0;
   std::vector<double> dh(N * C, 0.0), dw(V * C, 0.0);
@@ -771,24 +746,24 @@ TEST(Autograd, LmHeadLossInRowBlocksMatchesFloat64) {
     for (int64_t block : {1, 3, 7, 100}) {
       const std::string what = dev.str() + ", blocks of " + std::to_string(block) + " rows";
       ag::Tape tape;
-      ag::Var hv = tape.leaf(ht.to(dev)), w0 = tape.leaf(w0t.to(dev)), w1 = tape.leaf(w1t.to(dev));
+      ag::Var hv = tape.leaf(ht.to(dev)), wv = tape.leaf(wt.to(dev));
       // Targets on the host: the ops upload them (see ops.h).
-      const ag::Var l = ag::lm_head_loss(hv, {w0, w1}, Tensor::from_vector(tg, {N}), block);
+      const ag::Var l = ag::lm_head_loss(hv, wv, Tensor::from_vector(tg, {N}), block);
       expect_close(l.value(), {loss}, 1e-5, what + ": loss");
       tape.backward(l, Tensor::full({1}, 1.0f, dev));
       expect_close(hv.grad(), dh, 1e-5, what + ": dh");
-      const std::vector<double> dw0(dw.begin(), dw.begin() + V0 * C);
-      const std::vector<double> dw1(dw.begin() + V0 * C, dw.end());
-      expect_close(w0.grad(), dw0, 1e-5, what + ": dW chunk 0");
-      expect_close(w1.grad(), dw1, 1e-5, what + ": dW chunk 1");
+      expect_close(wv.grad(), dw, 1e-5, what + ": dW");
     }
   }
   ag::Tape tape;
-  const ag::Var hv = tape.leaf(ht), w0 = tape.leaf(w0t);
-  expect_error([&] { ag::lm_head_loss(hv, {w0}, Tensor::from_vector(tg, {N}), 0); },
-               ErrorKind::Range, "ag::lm_head_loss: block_rows must be >= 1");
-  expect_error([&] { ag::lm_head_loss(hv, {w0}, Tensor::from_vector(tg, {7, 1}).narrow_rows(0, 3), 2); },
-               ErrorKind::Shape, "ag::lm_head_loss: targets");
+  const ag::Var hv = tape.leaf(ht), w0 = tape.leaf(wt);
+  expect_error([&] { ag::lm_head_loss(hv, w0, Tensor::from_vector(tg, {N}), 0); }, ErrorKind::Range,
+               "ag::lm_head_loss: block_rows must be >= 1");
+  expect_error(
+      [&] {
+        ag::lm_head_loss(hv, w0, Tensor::from_vector(tg, {7, 1}).narrow_rows(0, 3), 2);
+      },
+      ErrorKind::Shape, "ag::lm_head_loss: targets");
 }
 
 }  // namespace

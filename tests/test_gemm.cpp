@@ -271,40 +271,6 @@ TEST(Gemm, EmptyInnerDimension) {
   EXPECT_EQ(acc2.to_vector<float>(), std::vector<float>(15, 0.25f));
 }
 
-// The chunked tied LM head equals one unchunked matmul with trans_b (same kernels, same
-// summation order per element: equal up to f32 rounding, which here means a few ulps).
-TEST(Gemm, ChunkedTransbMatchesMatmul) {
-  Restore restore;
-  const int64_t K = 64;
-  const std::vector<int64_t> rows = {17, 1000, 33, 5, 2048};
-  int64_t V = 0;
-  for (int64_t r : rows) V += r;
-  const std::vector<float> table = uniform(V * K, 77);
-  const Tensor full = Tensor::from_vector(table, {V, K});
-  std::vector<Tensor> chunks;
-  int64_t at = 0;
-  for (int64_t r : rows) {
-    chunks.push_back(full.narrow_rows(at, r));
-    at += r;
-  }
-  for (int64_t m : {1, 3, 40}) {
-    for (cpu::SimdLevel level : levels()) {
-      ASSERT_TRUE(gemm::force_level(level));
-      const Tensor a = Tensor::from_vector(uniform(2 * m * K, 78 + m), {2, m, K});
-      MatmulSpec spec;
-      spec.trans_b = true;
-      spec.alpha = 0.5f;
-      const std::vector<float> want = matmul(a, full, spec).to_vector<float>();
-      const Tensor got_t = matmul_chunked_transb(a, chunks, 0.5f);
-      ASSERT_EQ(got_t.shape(), Shape({2, m, V}));
-      const std::vector<float> got = got_t.to_vector<float>();
-      for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], 4e-7 * std::max(1.0f, std::abs(want[i])))
-            << cpu::simd_level_name(level) << " m=" << m << " element " << i;
-    }
-  }
-}
-
 // Every element is computed by one task with a fixed summation order, so the thread count
 // changes nothing, bit for bit.
 TEST(Gemm, ThreadedEqualsSingleThreaded) {
@@ -449,7 +415,6 @@ TEST(Gemm, RejectsInvalidInput) {
   EXPECT_THROW(matmul(Tensor::zeros({2, 5}), Tensor::zeros({4, 5}), spec), Error);
   EXPECT_THROW(matmul(Tensor::zeros({2, 2, 3}), Tensor::zeros({3, 3, 4})), Error);
   EXPECT_THROW(matmul(Tensor::zeros({2, 3}), Tensor::zeros({3, 4}), {}, Tensor::zeros({3})), Error);
-  EXPECT_THROW(matmul_chunked_transb(Tensor::zeros({2, 3}), {Tensor::zeros({4, 5})}), Error);
 }
 
 // The CI entries cpu_simd_avx2 and cpu_simd_portable rerun the CPU kernel tests and the op

@@ -1,6 +1,6 @@
 // GPT-2 model tests: config parsing, loading (prefixes, dtypes, shards, tied/untied head),
 // the forward pass against an independent float64 reference (tests/python/gpt2_reference.py),
-// KV-cache decode vs full forward, batching, chunked wte, evaluation windows, save round
+// KV-cache decode vs full forward, batching, evaluation windows, save round
 // trip, and every bad input we promise to reject.
 #include <gtest/gtest.h>
 
@@ -407,7 +407,7 @@ TEST_P(Gpt2Reference, LogitsAndLoss) {
   const Reference& ref = reference();
   const size_t i = static_cast<size_t>(GetParam());
   const Model m = Model::load(ref.models[i].dir);
-  EXPECT_EQ(m.weights().lm_head.empty(), !ref.models[i].untied);
+  EXPECT_EQ(m.weights().lm_head.defined(), ref.models[i].untied);
   EXPECT_EQ(m.config().tie_word_embeddings, !ref.models[i].untied);
   const Tensor ids = ids_tensor(ref.batch[i]);
   const Tensor logits = m.forward(ids);
@@ -554,15 +554,6 @@ TEST_P(Gpt2Golden, GreedyTokensMatchHfWithAndWithoutCache) {
     EXPECT_EQ(greedy_full(m, prompt, n), want) << "min top-2 gap " << g["min_top2_gap"];
     EXPECT_EQ(greedy_decoder(m, prompt, n), want) << "min top-2 gap " << g["min_top2_gap"];
   }
-}
-
-TEST_P(Gpt2Golden, ChunkedLoadIsExact) {
-  const Model whole = Model::load(dir_);
-  ModelOptions o;
-  o.wte_chunk_rows = 37;
-  const Model chunked = Model::load(dir_, o);
-  const Tensor ids = ids_tensor(golden_["batch_ids"].get<std::vector<std::vector<uint32_t>>>());
-  EXPECT_EQ(chunked.forward(ids).to_vector<float>(), whole.forward(ids).to_vector<float>());
 }
 
 std::string golden_name(const ::testing::TestParamInfo<std::string>& p) { return p.param; }
@@ -716,13 +707,11 @@ Config odd_config() {
 
 /// Random init has tiny weights (std 0.02), which would make every comparison easy to
 /// pass; scale all weights up so that logits and attention patterns are O(1).
-Model lively_model(const Config& c, uint64_t seed, int64_t chunk_rows = 0) {
-  ModelOptions o;
-  o.wte_chunk_rows = chunk_rows;
-  Model m = Model::random(c, seed, o);
+Model lively_model(const Config& c, uint64_t seed) {
+  Model m = Model::random(c, seed);
   auto grow = [](Tensor& t, float s) { scale_(t, s); };
   Weights& w = m.weights();
-  for (Tensor& t : w.wte) grow(t, 15.0f);
+  grow(w.wte, 15.0f);
   grow(w.wpe, 15.0f);
   for (LayerWeights& L : w.layers)
     for (Tensor* t : {&L.attn_w, &L.attn_proj_w, &L.fc_w, &L.fc_proj_w}) grow(*t, 12.0f);
@@ -800,39 +789,6 @@ TEST(Gpt2, BatchedPrefillAndDecodeEqualSingleRuns) {
   }
 }
 
-TEST(Gpt2, ChunkedWteEqualsUnchunkedExactly) {
-  const Config c = odd_config();
-  const Model whole = lively_model(c, 5);
-  ASSERT_EQ(whole.weights().wte.size(), 1u);
-  const std::vector<uint32_t> seq = random_ids(17, c.vocab_size, 3);
-  const std::vector<float> want = whole.forward(ids_tensor({seq})).to_vector<float>();
-  for (int64_t rows : {1, 50, 64, 202}) {
-    const Model chunked = lively_model(c, 5, rows);
-    EXPECT_EQ(chunked.weights().wte.size(), static_cast<size_t>((c.vocab_size + rows - 1) / rows));
-    EXPECT_EQ(chunked.forward(ids_tensor({seq})).to_vector<float>(), want) << rows;
-    KVCache cache(chunked, 1);
-    const std::vector<float> last =
-        chunked.forward_cached(ids_tensor({seq}), cache).to_vector<float>();
-    KVCache cache1(whole, 1);
-    EXPECT_EQ(last, whole.forward_cached(ids_tensor({seq}), cache1).to_vector<float>());
-  }
-}
-
-TEST(Gpt2, LoadedChunksAreViewsOfOneMappedTable) {
-  const std::string dir = scratch("chunks");
-  lively_model(odd_config(), 6).save(dir);
-  ModelOptions o;
-  o.wte_chunk_rows = 64;
-  const Model m = Model::load(dir, o);
-  ASSERT_EQ(m.weights().wte.size(), 4u);
-  // No duplicate copies of wte: every chunk shares the one loaded table's storage.
-  for (const Tensor& t : m.weights().wte) EXPECT_EQ(t.storage(), m.weights().wte[0].storage());
-  const Model one = Model::load(dir);
-  const auto ids = std::vector<std::vector<uint32_t>>{random_ids(11, 203, 8)};
-  EXPECT_EQ(m.forward(ids_tensor(ids)).to_vector<float>(),
-            one.forward(ids_tensor(ids)).to_vector<float>());
-}
-
 TEST(Gpt2, RandomInitIsGpt2Init) {
   Config c = odd_config();
   c.n_layer = 8;
@@ -845,7 +801,7 @@ TEST(Gpt2, RandomInitIsGpt2Init) {
     const double n = static_cast<double>(t.numel());
     return std::pair{s / n, std::sqrt(s2 / n - (s / n) * (s / n))};
   };
-  const auto [wm, ws] = stats(m.weights().wte[0]);
+  const auto [wm, ws] = stats(m.weights().wte);
   EXPECT_NEAR(wm, 0.0, 0.001);
   EXPECT_NEAR(ws, 0.02, 0.0005);
   EXPECT_NEAR(stats(m.weights().layers[3].fc_proj_w).second, 0.02 / std::sqrt(16.0), 0.0003);
@@ -860,9 +816,9 @@ TEST(Gpt2, RandomInitIsGpt2Init) {
   Config u = c;
   u.tie_word_embeddings = false;
   const Model mu = Model::random(u, 42);
-  ASSERT_EQ(mu.weights().lm_head.size(), 1u);
-  EXPECT_NEAR(stats(mu.weights().lm_head[0]).second, 0.02, 0.0005);
-  EXPECT_NE(mu.weights().lm_head[0].to_vector<float>(), mu.weights().wte[0].to_vector<float>());
+  ASSERT_TRUE(mu.weights().lm_head.defined());
+  EXPECT_NEAR(stats(mu.weights().lm_head).second, 0.02, 0.0005);
+  EXPECT_NE(mu.weights().lm_head.to_vector<float>(), mu.weights().wte.to_vector<float>());
   EXPECT_EQ(mu.num_params(), c.num_params() + c.vocab_size * c.n_embd);
 }
 
@@ -966,7 +922,7 @@ TEST(Gpt2BadInput, ModelFolders) {
         if (n == "wte.weight") ts.emplace_back("lm_head.weight", t.clone());
     });
     const Model m = Model::load(d);
-    EXPECT_TRUE(m.weights().lm_head.empty());
+    EXPECT_FALSE(m.weights().lm_head.defined());
     EXPECT_TRUE(m.config().tie_word_embeddings);
   }
   {  // a truncated weights file
@@ -1043,15 +999,11 @@ TEST(Gpt2BadInput, EvaluateAndBuild) {
   EXPECT_FORGE_ERROR(Model::from_weights(c, w), ErrorKind::Format, "gpt2::Model::from_weights",
                      "h.1.mlp.c_fc.weight");
   w = m.weights();
-  w.wte = {w.wte[0].narrow_rows(0, 100)};
+  w.wte = w.wte.narrow_rows(0, 100);
   EXPECT_FORGE_ERROR(Model::from_weights(c, w), ErrorKind::Format, "gpt2::Model::from_weights",
-                     "100 rows");
+                     "wte.weight has shape [100, ");
   w = m.weights();
   w.layers.pop_back();
   EXPECT_FORGE_ERROR(Model::from_weights(c, w), ErrorKind::Format, "gpt2::Model::from_weights",
                      "layers");
-  ModelOptions o;
-  o.wte_chunk_rows = -1;
-  EXPECT_FORGE_ERROR(Model::random(c, 1, o), ErrorKind::Range, "gpt2::Model::random",
-                     "wte_chunk_rows");
 }

@@ -178,19 +178,6 @@ TEST(OpsErrors, Embedding) {
   EXPECT_NE(msg.find("7"), std::string::npos) << msg;  // names the bad id
 }
 
-TEST(OpsErrors, EmbeddingChunked) {
-  const Tensor ids = u32({0, 4}, {2});
-  EXPECT_OP_ERROR(embedding_chunked(ids, {}), Shape, "embedding_chunked");
-  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({2, 3}), f32({2, 4})}), Shape,
-                  "embedding_chunked");  // chunks with different widths
-  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({2, 3}), f32({2, 3})}), Range,
-                  "embedding_chunked");  // id 4 >= 2 + 2 rows
-  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({3, 3}), f32({6})}), Shape, "embedding_chunked");
-  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({3, 3}), u32({2, 3})}), DType, "embedding_chunked");
-  EXPECT_OP_ERROR(embedding_chunked(ids, {f32({3, 3}), Tensor()}), Shape, "embedding_chunked");
-  EXPECT_OP_ERROR(embedding_chunked(f32({2}), {f32({5, 3})}), DType, "embedding_chunked");
-}
-
 TEST(OpsErrors, ScatterAddRows) {
   const Tensor ids = u32({0, 3}, {2});
   const Tensor src = f32({2, 4});
@@ -469,20 +456,6 @@ TEST(OpsErrors, MatmulAdd) {
   // Disjoint rows of one storage are fine; no failed call touched acc.
   matmul_add_(first_rows, both.narrow_rows(2, 2), f32({4, 4}));
   for (float x : acc.to_vector<float>()) EXPECT_EQ(x, 0.5f);
-}
-
-TEST(OpsErrors, MatmulChunkedTransb) {
-  const Tensor a = f32({2, 4});
-  EXPECT_OP_ERROR(matmul_chunked_transb(a, {}), Shape, "matmul_chunked_transb");
-  EXPECT_OP_ERROR(matmul_chunked_transb(a, {f32({3, 4}), f32({3, 5})}), Shape,
-                  "matmul_chunked_transb");
-  EXPECT_OP_ERROR(matmul_chunked_transb(a, {f32({12})}), Shape, "matmul_chunked_transb");
-  EXPECT_OP_ERROR(matmul_chunked_transb(a, {u32({3, 4})}), DType, "matmul_chunked_transb");
-  EXPECT_OP_ERROR(matmul_chunked_transb(u32({2, 4}), {f32({3, 4})}), DType,
-                  "matmul_chunked_transb");
-  EXPECT_OP_ERROR(matmul_chunked_transb(f32({}), {f32({3, 4})}), Shape, "matmul_chunked_transb");
-  EXPECT_OP_ERROR(matmul_chunked_transb(a, {f32({3, 4}), Tensor()}), Shape,
-                  "matmul_chunked_transb");
 }
 
 // Empty tensors are valid input: every op returns the right (empty or zero) result.

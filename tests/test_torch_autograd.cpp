@@ -59,16 +59,14 @@ Weights make_weights(uint32_t seed) {
   return w;
 }
 
-/// The forward pass through autograd; wte may be split into row chunks (chunk_rows > 0) to
-/// exercise the chunked embedding and LM head. Returns the loss Var.
-ag::Var forward(ag::Tape& tape, const Weights& w, const std::vector<ag::Parameter>& wte_chunks,
-                const Tensor& ids, const Tensor& pos, const Tensor& targets) {
+/// The forward pass through autograd. Returns the loss Var.
+ag::Var forward(ag::Tape& tape, const Weights& w, const Tensor& ids, const Tensor& pos,
+                const Tensor& targets) {
   auto P = [&](const char* name) { return tape.param(w.p.at(name)); };
-  std::vector<ag::Var> wte;
-  for (const ag::Parameter& c : wte_chunks) wte.push_back(tape.param(c));
+  const ag::Var wte = P("wte");
 
   // x: [B, T, C] = wte[ids] + wpe[t]
-  ag::Var x = ag::add(ag::embedding_chunked(ids, wte), ag::embedding(pos, P("wpe")));
+  ag::Var x = ag::add(ag::embedding(ids, wte), ag::embedding(pos, P("wpe")));
 
   ag::Var h = ag::layernorm(x, P("ln_1.w"), P("ln_1.b"), kEps);
   ag::Var qkv = ag::matmul(h, P("attn.w"), {}, P("attn.b"));  // [B, T, 3C]
@@ -85,7 +83,9 @@ ag::Var forward(ag::Tape& tape, const Weights& w, const std::vector<ag::Paramete
   x = ag::add(x, ag::matmul(h, P("fc2.w"), {}, P("fc2.b")));
 
   x = ag::layernorm(x, P("ln_f.w"), P("ln_f.b"), kEps);
-  ag::Var logits = ag::matmul_chunked_transb(x, wte);  // [B, T, V], tied to wte
+  MatmulSpec head;
+  head.trans_b = true;
+  ag::Var logits = ag::matmul(x, wte, head);  // [B, T, V], tied to wte
   return ag::cross_entropy(logits, targets);
 }
 
@@ -122,47 +122,24 @@ TEST(TorchAutograd, GptBlockLossAndGradsMatchFloat64) {
   const nlohmann::json ref = test::run_python("autograd_check.py", in);
   const double ref_loss = ref["loss"].get<double>();
 
-  // Once with wte whole, once split into row chunks of 10, 10 and 3 rows (views of wte, so
-  // the reference is the same; their gradients are compared against wte's row ranges).
-  for (int64_t chunk_rows : {int64_t{0}, int64_t{10}}) {
-    SCOPED_TRACE("chunk_rows " + std::to_string(chunk_rows));
-    ag::zero_grad(w.list());
-    std::vector<ag::Parameter> chunks;
-    if (chunk_rows == 0) {
-      chunks.push_back(w.p.at("wte"));
-    } else {
-      const Tensor& wte = w.p.at("wte").value();
-      for (int64_t r = 0; r < kV; r += chunk_rows)
-        chunks.emplace_back(wte.narrow_rows(r, std::min(chunk_rows, kV - r)), "wte chunk");
-    }
-    ag::Tape tape;
-    ag::Var loss = forward(tape, w, chunks, ids_t, pos_t, tgt_t);
-    ASSERT_EQ(loss.shape(), Shape({1}));
-    const double got_loss = loss.value().to_vector<float>()[0];
-    EXPECT_NEAR(got_loss, ref_loss, 1e-5 * std::abs(ref_loss));
-    tape.backward(loss);
-    EXPECT_EQ(tape.num_records(), 0u);
+  ag::Tape tape;
+  ag::Var loss = forward(tape, w, ids_t, pos_t, tgt_t);
+  ASSERT_EQ(loss.shape(), Shape({1}));
+  const double got_loss = loss.value().to_vector<float>()[0];
+  EXPECT_NEAR(got_loss, ref_loss, 1e-5 * std::abs(ref_loss));
+  tape.backward(loss);
+  EXPECT_EQ(tape.num_records(), 0u);
 
-    for (const auto& [name, p] : w.p) {
-      SCOPED_TRACE(name);
-      const std::vector<double> want = ref["grads"][name].get<std::vector<double>>();
-      std::vector<float> got;
-      if (name == "wte" && chunk_rows > 0) {
-        for (const ag::Parameter& c : chunks) {
-          ASSERT_TRUE(c.has_grad());
-          const std::vector<float> g = c.grad().to_vector<float>();
-          got.insert(got.end(), g.begin(), g.end());
-        }
-      } else {
-        ASSERT_TRUE(p.has_grad());
-        got = p.grad().to_vector<float>();
-      }
-      ASSERT_EQ(got.size(), want.size());
-      double max_abs = 0;
-      for (double x : want) max_abs = std::max(max_abs, std::abs(x));
-      ASSERT_GT(max_abs, 1e-4) << "reference gradient is degenerate";
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], 1e-4 * max_abs) << "element " << i;
-    }
+  for (const auto& [name, p] : w.p) {
+    SCOPED_TRACE(name);
+    const std::vector<double> want = ref["grads"][name].get<std::vector<double>>();
+    ASSERT_TRUE(p.has_grad());
+    const std::vector<float> got = p.grad().to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    double max_abs = 0;
+    for (double x : want) max_abs = std::max(max_abs, std::abs(x));
+    ASSERT_GT(max_abs, 1e-4) << "reference gradient is degenerate";
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4 * max_abs) << "element " << i;
   }
 }

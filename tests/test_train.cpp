@@ -113,20 +113,12 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 // Golden gradients (tools/make_golden.py --grads, HF transformers in float64)
 // ---------------------------------------------------------------------------------------
 
-struct GoldenCase {
-  const char* name;
-  int64_t wte_chunk_rows;  // 0: one chunk
-};
-
-class TrainGoldenGrads : public ::testing::TestWithParam<GoldenCase> {};
+class TrainGoldenGrads : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TrainGoldenGrads, MatchHfFloat64) {
-  const GoldenCase gc = GetParam();
-  const std::string dir = golden_dir(gc.name);
+  const std::string dir = golden_dir(GetParam());
   const json golden = read_json(dir + "/golden.json");
-  gpt2::ModelOptions opt;
-  opt.wte_chunk_rows = gc.wte_chunk_rows;
-  gpt2::Model model = gpt2::Model::load(dir, opt);
+  gpt2::Model model = gpt2::Model::load(dir);
   const auto ids = golden["ids"].get<std::vector<std::vector<uint32_t>>>();
   const int64_t B = static_cast<int64_t>(ids.size());
   const int64_t T = static_cast<int64_t>(ids[0].size()) - 1;
@@ -136,10 +128,7 @@ TEST_P(TrainGoldenGrads, MatchHfFloat64) {
     tg.insert(tg.end(), row.begin() + 1, row.end());
   }
   const std::vector<ag::Parameter> params = train::parameters(model);
-  if (gc.wte_chunk_rows > 0) {
-    ASSERT_GT(model.weights().wte.size(), 1u);
-    EXPECT_EQ(params[0].name(), "wte.weight.chunk0");
-  }
+  EXPECT_EQ(params[0].name(), "wte.weight");
   ag::Tape tape;
   const ag::Var loss = train::loss_forward(tape, model, params, Tensor::from_vector(in, {B, T}),
                                            Tensor::from_vector(tg, {B, T}), 0.0f, 0);
@@ -149,15 +138,10 @@ TEST_P(TrainGoldenGrads, MatchHfFloat64) {
   tape.backward(loss);
 
   const SafeTensorsFile grads = SafeTensorsFile::open(dir + "/grads.safetensors");
-  // Chunked tables: concatenate the chunks' gradients to compare with the whole table.
   std::map<std::string, std::vector<float>> got;
   for (const ag::Parameter& p : params) {
     ASSERT_TRUE(p.has_grad()) << p.name();
-    std::string name = p.name();
-    const size_t at = name.find(".chunk");
-    if (at != std::string::npos) name = name.substr(0, at);
-    const auto g = values(p.grad());
-    got[name].insert(got[name].end(), g.begin(), g.end());
+    got[p.name()] = values(p.grad());
   }
   EXPECT_EQ(got.size(), grads.names().size());
   for (const std::string& name : grads.names()) {
@@ -168,13 +152,9 @@ TEST_P(TrainGoldenGrads, MatchHfFloat64) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    TrainGolden, TrainGoldenGrads,
-    ::testing::Values(GoldenCase{"train_grads", 0}, GoldenCase{"train_grads", 300},
-                      GoldenCase{"train_grads_untied", 0}, GoldenCase{"train_grads_untied", 40}),
-    [](const auto& info) {
-      return std::string(info.param.name) + (info.param.wte_chunk_rows ? "_chunked" : "");
-    });
+INSTANTIATE_TEST_SUITE_P(TrainGolden, TrainGoldenGrads,
+                         ::testing::Values("train_grads", "train_grads_untied"),
+                         [](const auto& info) { return std::string(info.param); });
 
 // ---------------------------------------------------------------------------------------
 // Schedule and validation
@@ -257,7 +237,7 @@ double hand_loss(const gpt2::Model& m, const data::Batch& b, float p, uint64_t s
   const gpt2::Weights& w = m.weights();
   const int64_t B = b.inputs.dim(0), T = b.inputs.dim(1), C = c.n_embd, H = c.n_head;
   auto site = [&](uint64_t s) { return dropout_site_seed(seed, s); };
-  Tensor x = embedding(b.inputs, w.wte[0]).reshape({B * T, C});
+  Tensor x = embedding(b.inputs, w.wte).reshape({B * T, C});
   for (int64_t r = 0; r < B; ++r) {
     Tensor xr = x.narrow_rows(r * T, T);
     add_(xr, w.wpe.narrow_rows(0, T));
@@ -277,8 +257,7 @@ double hand_loss(const gpt2::Model& m, const data::Batch& b, float p, uint64_t s
     const Tensor f = gelu(matmul(layernorm(x, L.ln_2_w, L.ln_2_b, c.eps), L.fc_w, {}, L.fc_b));
     x = add(x, my_dropout(matmul(f, L.fc_proj_w, {}, L.fc_proj_b), p, site(3 + 3 * l)));
   }
-  const Tensor logits =
-      matmul(layernorm(x, w.ln_f_w, w.ln_f_b, c.eps), w.wte[0], {.trans_b = true});
+  const Tensor logits = matmul(layernorm(x, w.ln_f_w, w.ln_f_b, c.eps), w.wte, {.trans_b = true});
   double sum = 0;
   for (float v : values(gather_nll(logits, b.targets.reshape({B * T})))) sum += v;
   return sum / static_cast<double>(B * T);
@@ -868,7 +847,7 @@ TEST(TrainState, KillDuringSaveLeavesLoadableState) {
     ASSERT_TRUE(meta.count("round"));
     // The child had finished a save of its own: the file is one of those, whole.
     EXPECT_NE(meta.at("round"), "0");
-    EXPECT_TRUE(bits_equal(other.weights().wte[0], model.weights().wte[0]));
+    EXPECT_TRUE(bits_equal(other.weights().wte, model.weights().wte));
   }
   fs::remove_all(dir);
 }

@@ -10,7 +10,7 @@
 //     Var w = tape.param(wte);                             // grads flow into wte.grad()
 //     Var h = ag::embedding(ids, w);                       // ids: U32 [B, T]
 //     ...
-//     Var loss = ag::cross_entropy(ag::matmul_chunked_transb(h, {w}), targets);
+//     Var loss = ag::cross_entropy(ag::matmul(h, w, {.trans_b = true}), targets);
 //     tape.backward(ag::scale(loss, 1.0f / n_micro));      // wte.grad() += dloss/dwte / n
 //   ag::clip_grad_norm(params, 1.0f); adamw(...); ag::zero_grad(params);
 //
@@ -167,14 +167,6 @@ Var layernorm(const Var& x, const Var& gamma, const Var& beta, float eps = 1e-5f
 
 /// table[ids]; the table's gradient is scatter_add_rows(ids, dy, V).
 Var embedding(const Tensor& ids, const Var& table);
-/// The same over a row-chunked table; each chunk gets its rows of the gradient.
-Var embedding_chunked(const Tensor& ids, const std::vector<Var>& chunks);
-
-/// alpha * a @ concat(chunks)^T (the tied LM head); gradients to a and to every chunk.
-/// With one chunk the backward is two matmuls; with several, dy's column blocks are first
-/// copied out (one row copy per row of a and chunk).
-Var matmul_chunked_transb(const Var& a, const std::vector<Var>& chunks, float alpha = 1.0f);
-
 /// One part (0 q, 1 k, 2 v) of qkv [B, T, 3C] as [B*n_head, T, hd]. Its backward scatters
 /// into a full dqkv with zeros elsewhere: prefer split_qkv when all three parts are used.
 Var split_heads(const Var& qkv, int64_t n_head, int part);
@@ -189,13 +181,12 @@ Var scale(const Var& x, float s);
 /// A view of x with another shape of the same numel; the gradient is reshaped back.
 Var reshape(const Var& x, const Shape& shape);
 
-/// The mean cross-entropy of the LM head, cross_entropy(matmul_chunked_transb(h, head),
+/// The mean cross-entropy of the LM head, cross_entropy(matmul(h, head, {.trans_b = true}),
 /// targets), computed in blocks of block_rows rows so that no logits buffer exceeds
-/// block_rows x V (a GPU's binding limit, or memory: GPT-2's logits for 32 x 1024 tokens are
-/// 6.6 GB). h: [N, C]; targets: U32 with N elements. Each block's logits are kept for the
+/// block_rows x V (memory: GPT-2's logits for 32 x 1024 tokens are 6.6 GB). h: [N, C];
+/// head: [V, C]; targets: U32 with N elements. Each block's logits are kept for the
 /// backward, which runs ce_bwd and the head's two matmuls per block.
-Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targets,
-                 int64_t block_rows);
+Var lm_head_loss(const Var& h, const Var& head, const Tensor& targets, int64_t block_rows);
 
 /// Mean cross-entropy over rows: mean_i gather_nll(logits, targets)[i], a [1] Var.
 /// logits: [..., V] with N >= 1 rows; targets: U32 with N elements. The backward is

@@ -85,24 +85,20 @@ struct LayerWeights {
 
 /// All weights, F32, on the model's device.
 struct Weights {
-  /// Token embedding [V, C] split into row chunks (chunk i holds the rows after those of
-  /// chunks 0..i-1) so that no buffer exceeds the device's binding limit; one chunk on the
-  /// CPU. Also the tied LM head.
-  std::vector<Tensor> wte;
+  /// Token embedding [V, C], also the tied LM head. One tensor on every device: a backend
+  /// whose kernels bind less than its bytes splits the binding itself (Vulkan: windows).
+  Tensor wte;
   Tensor wpe;                        // [P, C]
   std::vector<LayerWeights> layers;  // L blocks
   Tensor ln_f_w, ln_f_b;             // [C]
-  /// An untied LM head [V, C] in row chunks like wte; empty when tied (the usual case,
+  /// An untied LM head [V, C]; undefined when tied (the usual case,
   /// config.tie_word_embeddings).
-  std::vector<Tensor> lm_head;
+  Tensor lm_head;
 };
 
 /// How to place a model's weights.
 struct ModelOptions {
   Device device = Device::cpu();
-  /// Rows per wte chunk. 0: the most rows whose bytes fit the device's max_binding_bytes
-  /// (all rows when the device has no limit). Set it to force chunking in tests.
-  int64_t wte_chunk_rows = 0;
 };
 
 class KVCache;
@@ -144,7 +140,7 @@ class Model {
 
   /// Builds a model from weights already in place (training code, converters); checks
   /// every shape against the config (Error(Format)) and that all are F32 on one device;
-  /// weights.lm_head must be empty exactly when config.tie_word_embeddings.
+  /// weights.lm_head must be undefined exactly when config.tie_word_embeddings.
   static Model from_weights(const Config& config, Weights weights);
 
   /// Writes config.json + model.safetensors (F32, HF names without prefix, wte as one
@@ -152,9 +148,8 @@ class Model {
   void save(const std::string& dir) const;
 
   /// Every weight tensor (handles sharing the model's storage) with its HF name, in HF's
-  /// order: wte ("wte.weight", or "wte.weight.chunk<i>" for each of several row chunks),
-  /// wpe, the 12 tensors of each block, ln_f, then an untied head's "lm_head.weight"
-  /// (chunked likewise). The order and names train::parameters() uses.
+  /// order: wte, wpe, the 12 tensors of each block, ln_f, then an untied head's
+  /// "lm_head.weight". The order and names train::parameters() uses.
   std::vector<std::pair<std::string, Tensor>> named_weights() const;
 
   const Config& config() const { return config_; }

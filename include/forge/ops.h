@@ -108,22 +108,11 @@ ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, co
 /// Row gather: out[..., :] = table[ids[...], :]. ids: U32 of any shape; table: [V, C];
 /// out: ids.shape + [C]. Error(Range) if any id >= V.
 ///
-/// Ids and targets of the index ops (embedding, embedding_chunked, scatter_add_rows,
+/// Ids and targets of the index ops (embedding, scatter_add_rows,
 /// gather_nll, ce_bwd) may stay on the CPU when the data is on a GPU: they are range-checked
 /// on the host and uploaded with the recorded work, where ids already on a GPU must be read
 /// back (a wait for all queued work) to be checked (unless DeviceIds::trusted).
 Tensor embedding(const Tensor& ids, const Tensor& table, DeviceIds device_ids = DeviceIds::check);
-
-/// The same gather over a table split into row chunks (chunk i holds the rows after those
-/// of chunks 0..i-1), so no single buffer exceeds a device's binding limit. Every chunk is
-/// [V_i, C] with one C. The result equals embedding(ids, concat(chunks)) exactly.
-Tensor embedding_chunked(const Tensor& ids, const std::vector<Tensor>& chunks,
-                         DeviceIds device_ids = DeviceIds::check);
-
-/// out = alpha * a @ concat(chunks)^T: a is [..., K], each chunk [V_i, K];
-/// out is [..., sum V_i]. The tied LM head over a row-chunked wte.
-Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks,
-                             float alpha = 1.0f);
 
 /// Attention head split. qkv: [B, T, 3C] (or [T, 3C], B = 1), laid out q|k|v with heads
 /// contiguous inside each part; part: 0 = q, 1 = k, 2 = v. Returns [B*n_head, T, C/n_head].

@@ -59,8 +59,7 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
 /// Parameters wrapping the model's weight tensors without copying, named with HF's names
 /// ("wte.weight", "h.0.attn.c_attn.weight", ...), in HF order: wte, wpe, per block ln_1,
 /// attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj (weight then bias), ln_f, and an
-/// untied lm_head last. A wte (or lm_head) split into several row chunks gives one
-/// Parameter per chunk, "wte.weight.chunk0", "wte.weight.chunk1", ...
+/// untied lm_head last.
 std::vector<ag::Parameter> parameters(gpt2::Model& model);
 
 struct StepStats {

@@ -42,20 +42,6 @@ std::shared_ptr<TapeState> tape_of(const char* op, std::initializer_list<Named> 
   return tape;
 }
 
-/// tape_of over a list of Vars named "<what> i".
-std::shared_ptr<TapeState> tape_of_list(const char* op, const std::vector<Var>& vars,
-                                        const char* what, const Var* first = nullptr) {
-  std::shared_ptr<TapeState> tape = first ? tape_of(op, {{"a", first}}) : nullptr;
-  for (size_t i = 0; i < vars.size(); ++i) {
-    const std::string name = std::string(what) + " " + std::to_string(i);
-    auto t = tape_of(op, {{name.c_str(), &vars[i]}});
-    if (tape && t != tape) fail(ErrorKind::Shape, op, name + " belongs to another Tape");
-    tape = std::move(t);
-  }
-  if (!tape) fail(ErrorKind::Shape, op, std::string("no ") + what);
-  return tape;
-}
-
 const Tensor& val(const Var& v) { return Access::node(v)->value; }
 bool rg(const Var& v) { return Access::node(v)->requires_grad; }
 
@@ -154,29 +140,13 @@ Tensor matmul_grad_b(const Tensor& a, size_t b_rank, const Tensor& dy, const Mat
   return db;
 }
 
-/// Columns [c0, c0 + w) of x2 [R, V] as a contiguous [R, w] tensor (one copy per row).
-Tensor column_block(const Tensor& x2, int64_t c0, int64_t w) {
-  const int64_t R = x2.dim(0), V = x2.dim(1);
-  Tensor out = Tensor::empty({R, w}, DType::F32, x2.device());
-  if (w == 0) return out;
-  for (int64_t r = 0; r < R; ++r) {
-    const Tensor src(x2.storage(), x2.offset() + static_cast<size_t>(r * V + c0), Shape{w},
-                     DType::F32);
-    Tensor dst = out.narrow_rows(r, 1).reshape({w});
-    dst.copy_from(src);
-  }
-  return out;
-}
-
-/// The embedding backward into gradients that already exist (the tied wte, whose LM-head
-/// gradient comes first in the backward walk): adds the rows of dy [N, C] into `bufs` (the
-/// row chunks of one [V, C] gradient, chunk k holding rows begin[k]..) in place, touching
-/// only the rows of `ids` instead of scattering into a dense zero [V, C] table and adding
-/// all of it (154 MB each for GPT-2's wte). Duplicates are summed first by one
-/// scatter_add_rows over the distinct ids, in index order as the dense scatter does, so
-/// every touched row gets the same float value as the dense path.
-void add_rows_into(const std::vector<Tensor*>& bufs, const std::vector<int64_t>& begin,
-                   const std::vector<uint32_t>& ids, const Tensor& dy2) {
+/// The embedding backward into a gradient that already exists (the tied wte, whose LM-head
+/// gradient comes first in the backward walk): adds the rows of dy [N, C] into `buf`
+/// ([V, C]) in place, touching only the rows of `ids` instead of scattering into a dense
+/// zero [V, C] table and adding all of it (154 MB each for GPT-2's wte). Duplicates are
+/// summed first by one scatter_add_rows over the distinct ids, in index order as the dense
+/// scatter does, so every touched row gets the same float value as the dense path.
+void add_rows_into(Tensor& buf, const std::vector<uint32_t>& ids, const Tensor& dy2) {
   std::unordered_map<uint32_t, uint32_t> slot_of;
   std::vector<uint32_t> distinct, slots;
   slots.reserve(ids.size());
@@ -191,10 +161,7 @@ void add_rows_into(const std::vector<Tensor*>& bufs, const std::vector<int64_t>&
   const Tensor slot_ids = Tensor::from_vector(slots, {static_cast<int64_t>(slots.size())});
   const Tensor sums = scatter_add_rows(slot_ids, dy2, U);  // [U, C]
   for (int64_t j = 0; j < U; ++j) {
-    const int64_t row = distinct[static_cast<size_t>(j)];
-    size_t k = bufs.size() - 1;
-    while (begin[k] > row) --k;  // the chunk holding `row`
-    Tensor dst = bufs[k]->narrow_rows(row - begin[k], 1);
+    Tensor dst = buf.narrow_rows(distinct[static_cast<size_t>(j)], 1);
     add_(dst, sums.narrow_rows(j, 1));
   }
 }
@@ -319,7 +286,7 @@ Var embedding(const Tensor& ids, const Var& table) {
                 Tensor* buf = c.grad_buffer(0);
                 if (buf && sparse_pays(ids.numel(), V)) {
                   const Tensor& dy = c.dy();  // ids.shape + [C]
-                  add_rows_into({buf}, {0}, ids.to_vector<uint32_t>(),
+                  add_rows_into(*buf, ids.to_vector<uint32_t>(),
                                 dy.reshape({ids.numel(), dy.dim(-1)}));
                   return;
                 }
@@ -327,126 +294,23 @@ Var embedding(const Tensor& ids, const Var& table) {
               });
 }
 
-Var embedding_chunked(const Tensor& ids, const std::vector<Var>& chunks) {
-  const char* op = "ag::embedding_chunked";
-  auto tape = tape_of_list(op, chunks, "chunk");
-  std::vector<Tensor> tables;
-  std::vector<NodePtr> inputs;
-  for (const Var& v : chunks) {
-    tables.push_back(val(v));
-    inputs.push_back(Access::node(v));
-  }
-  Tensor out = forge::embedding_chunked(ids, tables);
-  std::vector<int64_t> rows;
-  int64_t total = 0;
-  for (const Tensor& t : tables) {
-    rows.push_back(t.dim(0));
-    total += t.dim(0);
-  }
-  return emit(op, tape, std::move(inputs), std::move(out), [ids, rows, total](BackwardCtx& c) {
-    // Every chunk's gradient exists already (a tied wte): add only the rows of ids.
-    std::vector<Tensor*> bufs;
-    std::vector<int64_t> starts;
-    int64_t at = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      Tensor* b = c.grad_buffer(i);
-      if (!b) break;
-      bufs.push_back(b);
-      starts.push_back(at);
-      at += rows[i];
-    }
-    if (bufs.size() == rows.size() && sparse_pays(ids.numel(), total)) {
-      const Tensor& dy = c.dy();
-      add_rows_into(bufs, starts, ids.to_vector<uint32_t>(), dy.reshape({ids.numel(), dy.dim(-1)}));
-      return;
-    }
-    if (rows.size() == 1) {
-      if (c.needs(0)) c.give(0, scatter_add_rows(ids, c.dy(), total));  // [V, C]
-      return;
-    }
-    // A scatter per chunk into its own rows plus one spare row that takes the ids of other
-    // chunks (then dropped by a free view): never a [V_total, C] buffer, which is what the
-    // chunks exist to avoid (a GPU binding limit).
-    const std::vector<uint32_t> host = ids.to_vector<uint32_t>();
-    std::vector<uint32_t> local(host.size());
-    int64_t begin = 0;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      if (c.needs(i)) {
-        const auto lo = static_cast<uint32_t>(begin), n = static_cast<uint32_t>(rows[i]);
-        for (size_t j = 0; j < host.size(); ++j)
-          local[j] = host[j] - lo < n ? host[j] - lo : n;  // unsigned: ids below lo wrap high
-        const Tensor part = scatter_add_rows(Tensor::from_vector(local, ids.shape(), ids.device()),
-                                             c.dy(), rows[i] + 1);  // [V_i + 1, C]
-        c.give(i, part.narrow_rows(0, rows[i]));
-      }
-      begin += rows[i];
-    }
-  });
-}
-
 namespace {
 
-/// The backward of out = alpha * a2 @ concat(tables)^T (a2: [R, K], tables[i]: [V_i, K]) for
-/// dy2 [R, V_total]: gives chunk i (input i + 1) its gradient alpha * dy_i^T @ a2 and returns
-/// da = alpha * dy2 @ concat(tables) when input 0 needs it (else undefined).
-Tensor transb_backward(BackwardCtx& c, const Tensor& a2, const std::vector<Tensor>& tables,
-                       const Tensor& dy2, float alpha) {
-  MatmulSpec nn;
-  nn.alpha = alpha;
+/// The backward of out = a2 @ W^T (a2: [R, K], W: [V, K], the LM head) for dy2 [R, V]:
+/// gives W (input 1) its gradient dy^T @ a2 and returns da = dy2 @ W when input 0 needs it
+/// (else undefined).
+Tensor head_backward(BackwardCtx& c, const Tensor& a2, const Tensor& w, const Tensor& dy2) {
   MatmulSpec tn;
   tn.trans_a = true;
-  tn.alpha = alpha;
-  if (tables.size() == 1) {
-    // out = alpha * a @ W^T: da = alpha * dy @ W, dW = alpha * dy^T @ a.
-    if (c.needs(1)) c.give(1, matmul(dy2, a2, tn));
-    return c.needs(0) ? matmul(dy2, tables[0], nn) : Tensor();
-  }
-  // Several chunks: each needs its own column block of dy, which is strided in dy.
-  Tensor da;
-  int64_t col = 0;
-  for (size_t i = 0; i < tables.size(); ++i) {
-    const int64_t w = tables[i].dim(0);
-    const Tensor dyi = column_block(dy2, col, w);  // [R, V_i]
-    col += w;
-    if (c.needs(0) && w > 0) {
-      Tensor part = matmul(dyi, tables[i], nn);  // [R, K]
-      if (da.defined())
-        add_(da, part);
-      else
-        da = std::move(part);
-    }
-    if (c.needs(i + 1)) c.give(i + 1, matmul(dyi, a2, tn));  // [V_i, K]
-  }
-  if (c.needs(0) && !da.defined()) da = Tensor::zeros(a2.shape(), DType::F32, a2.device());
-  return da;
+  if (c.needs(1)) c.give(1, matmul(dy2, a2, tn));
+  return c.needs(0) ? matmul(dy2, w) : Tensor();
 }
 
 }  // namespace
 
-Var matmul_chunked_transb(const Var& a, const std::vector<Var>& chunks, float alpha) {
-  const char* op = "ag::matmul_chunked_transb";
-  auto tape = tape_of_list(op, chunks, "chunk", &a);
-  std::vector<Tensor> tables;
-  std::vector<NodePtr> inputs{Access::node(a)};
-  for (const Var& v : chunks) {
-    tables.push_back(val(v));
-    inputs.push_back(Access::node(v));
-  }
-  const Tensor A = val(a);
-  Tensor out = forge::matmul_chunked_transb(A, tables, alpha);  // [..., V_total]
-  return emit(op, tape, std::move(inputs), std::move(out), [A, tables, alpha](BackwardCtx& c) {
-    const int64_t R = A.shape().rows();
-    const Tensor a2 = A.reshape({R, A.dim(-1)});
-    const Tensor dy2 = c.dy().reshape({R, c.dy().dim(-1)});  // [R, V_total]
-    const Tensor da = transb_backward(c, a2, tables, dy2, alpha);
-    if (c.needs(0)) c.give(0, da.reshape(A.shape()));
-  });
-}
-
-Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targets,
-                 int64_t block_rows) {
+Var lm_head_loss(const Var& h, const Var& head, const Tensor& targets, int64_t block_rows) {
   const char* op = "ag::lm_head_loss";
-  auto tape = tape_of_list(op, head, "chunk", &h);
+  auto tape = tape_of(op, {{"h", &h}, {"head", &head}});
   const Tensor H = val(h);
   if (H.rank() != 2) fail(ErrorKind::Shape, op, "h must be [N, C], got " + H.shape().str());
   const int64_t N = H.dim(0);
@@ -457,12 +321,9 @@ Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targe
              H.shape().str());
   if (block_rows < 1)
     fail(ErrorKind::Range, op, "block_rows must be >= 1, got " + std::to_string(block_rows));
-  std::vector<Tensor> tables;
-  std::vector<NodePtr> inputs{Access::node(h)};
-  for (const Var& v : head) {
-    tables.push_back(val(v));
-    inputs.push_back(Access::node(v));
-  }
+  const Tensor W = val(head);
+  MatmulSpec nt;
+  nt.trans_b = true;
   const Tensor tg = targets.reshape({N});
   // Per block of rows: logits [rows, V] (kept for the backward) and their nll, gathered
   // into one [N] so that the mean is the unblocked op's exactly.
@@ -470,13 +331,13 @@ Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targe
   Tensor nll = Tensor::zeros({N}, DType::F32, H.device());
   for (int64_t r = 0; r < N; r += block_rows) {
     const int64_t rows = std::min(block_rows, N - r);
-    logits.push_back(forge::matmul_chunked_transb(H.narrow_rows(r, rows), tables));
+    logits.push_back(forge::matmul(H.narrow_rows(r, rows), W, nt));
     Tensor dst = nll.narrow_rows(r, rows);
     add_(dst, gather_nll(logits.back(), tg.narrow_rows(r, rows)));
   }
   Tensor loss = forge::scale(sum_rows(nll.reshape({N, 1})), 1.0f / static_cast<float>(N));
-  return emit(op, tape, std::move(inputs), std::move(loss),
-              [H, tables, tg, logits, block_rows, N](BackwardCtx& c) {
+  return emit(op, tape, {Access::node(h), Access::node(head)}, std::move(loss),
+              [H, W, tg, logits, block_rows, N](BackwardCtx& c) {
                 const float dloss = c.dy_value();
                 const float s = dloss / static_cast<float>(N);
                 Tensor dh;
@@ -486,7 +347,7 @@ Var lm_head_loss(const Var& h, const std::vector<Var>& head, const Tensor& targe
                   const int64_t r = static_cast<int64_t>(i) * block_rows;
                   const int64_t rows = logits[i].dim(0);
                   const Tensor dlogits = ce_bwd(logits[i], tg.narrow_rows(r, rows), s);
-                  const Tensor da = transb_backward(c, H.narrow_rows(r, rows), tables, dlogits, 1.0f);
+                  const Tensor da = head_backward(c, H.narrow_rows(r, rows), W, dlogits);
                   if (!c.needs(0)) continue;
                   if (logits.size() == 1) {
                     dh = da;

@@ -15,9 +15,7 @@
               bool accumulate, Tensor& out); \
   void softmax(const Tensor& x, bool causal, int64_t offset, Tensor& out); \
   void layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out); \
-  void embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out); \
-  void matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha, int64_t col_begin, \
-                          Tensor& out); \
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out); \
   void split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out); \
   void merge_heads(const Tensor& x, int64_t n_head, Tensor& out); \
   void attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache, int64_t pos, \
@@ -62,13 +60,8 @@ void add_op_methods(B& be, bool with_attention_at = true) {
   be.add_kernel(Op::layernorm, [](Backend& b, C c) {
     static_cast<B&>(b).layernorm(c.in(0), c.in(1), c.in(2), c.attrs.eps, c.out(0));
   });
-  be.add_kernel(Op::embedding, [](Backend& b, C c) {
-    static_cast<B&>(b).embedding(c.in(0), c.in(1), c.attrs.row_begin, c.out(0));
-  });
-  be.add_kernel(Op::matmul_transb_into, [](Backend& b, C c) {
-    static_cast<B&>(b).matmul_transb_into(c.in(0), c.in(1), c.attrs.alpha, c.attrs.col_begin,
-                                          c.out(0));
-  });
+  be.add_kernel(Op::embedding,
+                [](Backend& b, C c) { static_cast<B&>(b).embedding(c.in(0), c.in(1), c.out(0)); });
   be.add_kernel(Op::split_heads, [](Backend& b, C c) {
     static_cast<B&>(b).split_heads(c.in(0), c.attrs.n_head, c.attrs.part, c.out(0));
   });

@@ -1,4 +1,4 @@
-// Index-driven ops: embedding (plain and row-chunked), scatter_add_rows, gather_nll, ce_bwd.
+// Index-driven ops: embedding, scatter_add_rows, gather_nll, ce_bwd.
 // Every id/target is range-checked here, on the host, before any kernel runs, so kernels
 // never index out of bounds.
 #include <cstdint>
@@ -64,44 +64,6 @@ Tensor embedding(const Tensor& ids_in, const Tensor& table, DeviceIds device_ids
       checked_ids_on(op, "id", ids_in, table.dim(0), "table rows", table.device(), device_ids);
   Tensor out = Tensor::empty(gathered_shape(op, ids, table.dim(1)), DType::F32, table.device());
   if (out.numel() > 0) run(backend_for(table.device()), op, Op::embedding, {&ids, &table}, {&out});
-  return out;
-}
-
-Tensor embedding_chunked(const Tensor& ids_in, const std::vector<Tensor>& chunks,
-                         DeviceIds device_ids) {
-  const char* op = "embedding_chunked";
-  check_u32(op, "ids", ids_in);
-  if (chunks.empty()) fail(ErrorKind::Shape, op, "no chunks");
-  int64_t total_rows = 0;
-  int64_t C = 0;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const Tensor& c = chunks[i];
-    const std::string name = "chunk " + std::to_string(i);
-    check_f32(op, name.c_str(), c);
-    same_device(op, {&chunks[0], &c});
-    check_rank(op, name.c_str(), c, 2, 2);
-    if (i == 0) C = c.dim(1);
-    if (c.dim(1) != C)
-      fail(ErrorKind::Shape, op,
-           name + " " + c.shape().str() + " has width " + std::to_string(c.dim(1)) +
-               ", chunk 0 has " + std::to_string(C));
-    total_rows += c.dim(0);
-  }
-  const Device dev = chunks[0].device();
-  const Tensor ids =
-      checked_ids_on(op, "id", ids_in, total_rows, "total table rows", dev, device_ids);
-  Backend& be = backend_for(dev);
-  Tensor out = Tensor::empty(gathered_shape(op, ids, C), DType::F32, dev);
-  // Each id falls into exactly one chunk, so every row of out is written exactly once.
-  int64_t row_begin = 0;
-  for (const Tensor& c : chunks) {
-    if (c.dim(0) > 0 && out.numel() > 0) {
-      OpAttrs at;
-      at.row_begin = row_begin;
-      run(be, op, Op::embedding, {&ids, &c}, {&out}, at);
-    }
-    row_begin += c.dim(0);
-  }
   return out;
 }
 

@@ -1,4 +1,4 @@
-// matmul and the chunked tied LM head: validation and dispatch.
+// matmul and its fused forms: validation and dispatch.
 #include <string>
 #include <utility>
 #include <vector>
@@ -178,44 +178,6 @@ ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, co
   run(be, op, Op::matmul_add_layernorm_matmul, {&x, &a, &w1, &b1, &gamma, &beta, &w2, &b2},
       {&res.x, &res.out}, at);
   return res;
-}
-
-Tensor matmul_chunked_transb(const Tensor& a, const std::vector<Tensor>& chunks, float alpha) {
-  const char* op = "matmul_chunked_transb";
-  check_f32(op, "a", a);
-  if (chunks.empty()) fail(ErrorKind::Shape, op, "no chunks");
-  check_rank(op, "a", a, 1, 3);
-  const int64_t K = a.dim(-1);
-  int64_t total = 0;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const Tensor& c = chunks[i];
-    const std::string name = "chunk " + std::to_string(i);
-    check_f32(op, name.c_str(), c);
-    if (c.device() != a.device())
-      fail(ErrorKind::Device, op,
-           name + " is on " + c.device().str() + ", a on " + a.device().str());
-    if (c.rank() != 2 || c.dim(1) != K)
-      fail(ErrorKind::Shape, op,
-           name + " must be [rows, " + std::to_string(K) + "], got " + c.shape().str());
-    total += c.dim(0);
-  }
-  std::vector<int64_t> dims = a.shape().dims();
-  dims.back() = total;
-  Tensor out = Tensor::empty(Shape::checked(dims, op), DType::F32, a.device());
-  Backend& be = backend_for(a.device());
-  const Tensor a2 = a.reshape({a.shape().rows(), K});
-  Tensor out2 = out.reshape({a.shape().rows(), total});
-  int64_t col = 0;
-  for (const Tensor& c : chunks) {
-    if (c.dim(0) > 0 && out.numel() > 0) {
-      OpAttrs at;
-      at.alpha = alpha;
-      at.col_begin = col;
-      run(be, op, Op::matmul_transb_into, {&a2, &c}, {&out2}, at);
-    }
-    col += c.dim(0);
-  }
-  return out;
 }
 
 }  // namespace forge

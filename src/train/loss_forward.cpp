@@ -98,7 +98,6 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
 
   const int64_t B = inputs.dim(0), T = inputs.dim(1);
   const int64_t C = c.n_embd, H = c.n_head, hd = c.head_dim();
-  const size_t n_wte = w.wte.size();
   size_t k = 0;
   auto next = [&]() { return tape.param(params[k++]); };
   auto drop = [&](const ag::Var& x, uint64_t site) {
@@ -107,15 +106,13 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
 
   // Token + position embeddings. Positions are gathered like tokens (ids 0..T-1 per row) so
   // that wpe's gradient is the same scatter as wte's.
-  std::vector<ag::Var> wte;
-  for (size_t i = 0; i < n_wte; ++i) wte.push_back(next());
+  const ag::Var wte = next();
   const ag::Var wpe = next();
   std::vector<uint32_t> pos(static_cast<size_t>(B * T));
   for (size_t i = 0; i < pos.size(); ++i)
     pos[i] = static_cast<uint32_t>(i % static_cast<size_t>(T));
   const Tensor pos_ids = Tensor::from_vector(pos, {B, T});  // host ids: see ops.h
-  const ag::Var tok =
-      n_wte == 1 ? ag::embedding(inputs, wte[0]) : ag::embedding_chunked(inputs, wte);
+  const ag::Var tok = ag::embedding(inputs, wte);
   ag::Var x = ag::add(ag::reshape(tok, {B * T, C}),
                       ag::reshape(ag::embedding(pos_ids, wpe), {B * T, C}));  // [B*T, C]
   x = drop(x, 0);
@@ -144,12 +141,8 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
   }
   const ag::Var lnfw = next(), lnfb = next();
   const ag::Var hf = ag::layernorm(x, lnfw, lnfb, c.eps);  // [B*T, C]
-  std::vector<ag::Var> head;
-  if (w.lm_head.empty()) {
-    head = wte;  // tied: wte's Vars again, so the LM head's gradient accumulates into it
-  } else {
-    for (size_t i = 0; i < w.lm_head.size(); ++i) head.push_back(next());
-  }
+  // Tied: wte's Var again, so the LM head's gradient accumulates into it.
+  const ag::Var head = w.lm_head.defined() ? next() : wte;
   // Logits [B*T, V] in blocks of rows that fit one binding of the device (one block on
   // the CPU, and on an H200 up to 21k rows).
   const uint64_t binding = device_info(model.device()).max_binding_bytes;

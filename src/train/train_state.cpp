@@ -5,7 +5,8 @@
 // and in __metadata__: forge.format ("forge-train-state"), forge.version ("1"), forge.step
 // (optimizer steps taken), forge.updates (AdamW updates made: the bias-correction count;
 // smaller than the steps when steps were skipped), forge.hyper (Hyper as JSON),
-// forge.config (the model's config.json text), and the caller's own keys.
+// forge.config (the model's config.json text), and the caller's own keys. Older files with
+// a table in row chunks ("<p>.chunk0", ...) still load.
 #include <cmath>
 #include <string>
 
@@ -118,27 +119,63 @@ std::map<std::string, std::string> Trainer::load_state(const std::string& path) 
         std::to_string(have.n_head) + ", n_embd " + std::to_string(have.n_embd) + ", n_ctx " +
         std::to_string(have.n_ctx) + ", vocab " + std::to_string(have.vocab_size) + ")");
   const size_t P = s.params.size();
-  if (file.names().size() != 3 * P)
-    throw format_error("holds " + std::to_string(file.names().size()) +
-                       " tensors, which does not match the model's " + std::to_string(3 * P) +
-                       " (weights, exp_avg and exp_avg_sq of " + std::to_string(P) +
-                       " parameters)");
+  auto count_error = [&](size_t want) {
+    return format_error("holds " + std::to_string(file.names().size()) +
+                        " tensors, which does not match the model's " + std::to_string(want) +
+                        " (weights, exp_avg and exp_avg_sq of " + std::to_string(P) +
+                        " parameters)");
+  };
+  // At least 3 per parameter (more where an older file holds a table in row chunks).
+  if (file.names().size() < 3 * P) throw count_error(3 * P);
   // Validate everything before changing anything: a bad file leaves the trainer as it was.
   std::vector<Tensor> w(P), m(P), v(P);
+  size_t consumed = 0;  // the file's tensors read
   for (size_t i = 0; i < P; ++i) {
     const Tensor& want = s.params[i].value();
     const std::string& name = s.params[i].name();
     // Values are checked on the host: a resumed run must not start from NaN weights or a
     // second moment AdamW would take the square root of below zero.
     enum class Values { finite, finite_non_negative };
-    auto load = [&](const std::string& key, Values values) {
-      if (!file.contains(key))
+    // `key` from the file as F32 of want's shape, on the host. Files of earlier builds
+    // (through commit 5c6c0a8) may hold a [V, C] table as row chunks "<key>.chunk0",
+    // "<key>.chunk1", ... (their wte under a GPU's binding limit): those are joined.
+    auto read = [&](const std::string& key) {
+      auto check = [&](const std::string& k, const Shape& shape) {
+        const TensorInfo& info = file.info(k);
+        if (info.dtype != "F32" || info.shape != shape)
+          throw format_error("tensor \"" + k + "\" " + info.dtype + " " + info.shape.str() +
+                             " does not match the model's F32 " + shape.str());
+      };
+      if (file.contains(key)) {
+        check(key, want.shape());
+        ++consumed;
+        return file.load(key, Device::cpu());
+      }
+      auto chunk = [&](int64_t c) { return key + ".chunk" + std::to_string(c); };
+      if (!file.contains(chunk(0)) || want.rank() != 2)
         throw format_error("no tensor \"" + key + "\" (it does not match the model)");
-      const TensorInfo& info = file.info(key);
-      if (info.dtype != "F32" || info.shape != want.shape())
-        throw format_error("tensor \"" + key + "\" " + info.dtype + " " + info.shape.str() +
-                           " does not match the model's F32 " + want.shape().str());
-      const Tensor host = file.load(key, Device::cpu());
+      Tensor joined = Tensor::empty(want.shape(), DType::F32, Device::cpu());
+      int64_t row = 0;
+      for (int64_t c = 0; file.contains(chunk(c)); ++c) {
+        const TensorInfo& info = file.info(chunk(c));
+        const int64_t rows = info.shape.rank() == 2 ? info.shape.dim(0) : -1;
+        if (rows < 1 || rows > want.dim(0) - row)
+          throw format_error("tensor \"" + chunk(c) + "\" " + info.shape.str() +
+                             " does not fit the rows left of the model's " + want.shape().str());
+        check(chunk(c), Shape{rows, want.dim(1)});
+        Tensor dst = joined.narrow_rows(row, rows);
+        dst.copy_from(file.load(chunk(c), Device::cpu()));
+        row += rows;
+        ++consumed;
+      }
+      if (row != want.dim(0))
+        throw format_error("the chunks of \"" + key + "\" hold " + std::to_string(row) +
+                           " rows, the model's " + want.shape().str() + " " +
+                           std::to_string(want.dim(0)));
+      return joined;
+    };
+    auto load = [&](const std::string& key, Values values) {
+      const Tensor host = read(key);
       const float* x = host.data<float>();
       for (int64_t j = 0; j < host.numel(); ++j)
         if (!std::isfinite(x[j]) || (values == Values::finite_non_negative && x[j] < 0.0f))
@@ -153,6 +190,7 @@ std::map<std::string, std::string> Trainer::load_state(const std::string& path) 
     m[i] = load(m_name(name), Values::finite);
     v[i] = load(v_name(name), Values::finite_non_negative);
   }
+  if (file.names().size() != consumed) throw count_error(consumed);
   for (size_t i = 0; i < P; ++i) {
     s.params[i].value().copy_from(w[i]);
     s.m[i].copy_from(m[i]);

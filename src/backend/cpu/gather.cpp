@@ -12,17 +12,14 @@
 
 namespace forge::cpu {
 
-void CpuBackend::embedding(const Tensor& ids, const Tensor& table, int64_t row_begin, Tensor& out) {
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   const uint32_t* pid = ids.data<uint32_t>();
   const float* pt = table.data<float>();
   float* po = out.data<float>();
-  const int64_t V = table.dim(0);
   const int64_t C = table.dim(1);
   parallel_for(ids.numel(), row_grain(C, kGrainElems), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t row = static_cast<int64_t>(pid[i]) - row_begin;
-      // Ids of other chunks are someone else's rows: leave them.
-      if (row < 0 || row >= V) continue;
+      const int64_t row = static_cast<int64_t>(pid[i]);  // validated by ops/gather.cpp
       std::memcpy(po + i * C, pt + row * C, static_cast<size_t>(C) * sizeof(float));
     }
   });

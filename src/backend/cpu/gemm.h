@@ -1,4 +1,4 @@
-// The CPU GEMM engine behind CpuBackend::matmul and matmul_transb_into (internal header).
+// The CPU GEMM engine behind CpuBackend::matmul (internal header).
 //
 // A Goto/BLIS-style GEMM: op(A) is packed into MR-row micro-panels and op(B) into NR-column
 // micro-panels (both k-major, zero-padded at the edges), then a register-tiled micro-kernel

@@ -35,23 +35,4 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   gemm::run(p);
 }
 
-// a: [R, K]; chunk: [V, K]; out: [R, Vtotal], of which columns [col_begin, col_begin + V)
-// are written: out[r, col_begin + j] = alpha * dot(a[r, :], chunk[j, :]).
-void CpuBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,
-                                    int64_t col_begin, Tensor& out) {
-  gemm::Problem p;
-  p.M = a.dim(0);
-  p.K = a.dim(1);
-  p.N = chunk.dim(0);
-  p.a = a.data<float>();
-  p.lda = p.K;
-  p.b = chunk.data<float>();
-  p.ldb = p.K;
-  p.trans_b = true;
-  p.c = out.data<float>() + col_begin;
-  p.ldc = out.dim(-1);
-  p.alpha = alpha;
-  gemm::run(p);
-}
-
 }  // namespace forge::cpu

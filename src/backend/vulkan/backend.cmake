@@ -56,7 +56,8 @@ add_custom_command(
 list(APPEND FORGE_BACKEND_SOURCES ${embedded})
 
 function(forge_vulkan_tests)
-  foreach(suite AllOps/OpReference AllOps/OpParity AllDevices/OpExact MatmulTiles/OpTiles)
+  foreach(suite AllOps/OpReference AllOps/OpParity AllDevices/OpExact MatmulTiles/OpTiles
+                BindingWindows/OpWindows)
     add_test(NAME ${suite}/vulkan COMMAND forge_tests "--gtest_filter=${suite}.*/vulkan_*")
     set_tests_properties(${suite}/vulkan PROPERTIES TIMEOUT 900)
   endforeach()

@@ -2,10 +2,12 @@
 // with hazard barriers, submission and fences.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 #include "backend/vulkan/context.h"
 #include "backend/vulkan/shaders.h"
@@ -356,6 +358,22 @@ void Context::groups_1d(uint64_t n, uint32_t& gx, uint32_t& gy) const {
                 "vulkan: " + std::to_string(n) + " workgroups exceed the device's grid limits");
   gy = static_cast<uint32_t>(y);
   gx = static_cast<uint32_t>((n + y - 1) / y);
+}
+
+uint64_t Context::window_elements(uint64_t quantum) const {
+  const uint64_t align = std::max<uint64_t>(limits_.minStorageBufferOffsetAlignment, 4);
+  uint64_t range = limits_.maxStorageBufferRange;
+  if (const char* e = std::getenv("FORGE_VULKAN_WINDOW_BYTES"); e && *e) {
+    const std::string_view v(e);
+    uint64_t bytes = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), bytes);
+    if (ec != std::errc() || end != v.data() + v.size() || bytes < 4)
+      throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_WINDOW_BYTES=" + std::string(v) +
+                                         ": expected a byte count >= 4");
+    range = std::min<uint64_t>(range, bytes + align);
+  }
+  const uint64_t elems = range > align ? (range - align) / 4 : 0;
+  return std::max<uint64_t>(quantum, elems / quantum * quantum);
 }
 
 void Context::dispatch(const char* shader, const std::vector<Arg>& args,

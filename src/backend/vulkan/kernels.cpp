@@ -1,113 +1,18 @@
-// Every Backend kernel on Vulkan: shapes -> push constants and grid -> one recorded
-// dispatch (two for sumsq and layernorm_bwd). Semantics: the CPU backend's (src/backend/cpu).
+// The Vulkan kernels of rows, indices, head layouts, attention and the fused matmuls:
+// shapes -> push constants and grid -> recorded dispatches. Semantics: the CPU backend's
+// (src/backend/cpu). The flat kernels are in flat_kernels.cpp, matmul in matmul.cpp.
 #include <algorithm>
-#include <bit>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "backend/vulkan/kernel_args.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "forge/error.h"
 
 namespace forge::vk {
 namespace {
-
-const VkStorage& storage_of(const Tensor& t) {
-  const auto* s = dynamic_cast<const VkStorage*>(t.storage().get());
-  if (!s) throw Error(ErrorKind::Device, "vulkan: " + t.str() + " is not a Vulkan tensor");
-  return *s;
-}
-
-Arg in(const Tensor& t) { return {&storage_of(t), t.offset() * 4, t.nbytes(), false}; }
-Arg out(const Tensor& t) { return {&storage_of(t), t.offset() * 4, t.nbytes(), true}; }
-Arg whole(const VkStorage& s, bool write) { return {&s, 0, s.bytes(), write}; }
-
-uint32_t u(int64_t v) {
-  if (v < 0 || v > 0xFFFFFFFFll)
-    throw Error(ErrorKind::Unsupported,
-                "vulkan: size " + std::to_string(v) + " does not fit the kernels' 32-bit indices");
-  return static_cast<uint32_t>(v);
-}
-uint32_t f(float v) { return std::bit_cast<uint32_t>(v); }
-
-constexpr uint64_t kWidth = 256;  // invocations per workgroup of the 1-D and row shaders
-// Epilogue flags of the matmul shaders (matmul_epilogue.glsl), beside 1 trans_a, 2 trans_b,
-// 4 bias and 64 split k in their `flags` push constant.
-constexpr uint32_t kEpilogueGelu = 8;
-constexpr uint32_t kEpilogueAdd = 16;
-
-// --- matmul tiles ---------------------------------------------------------------------------
-
-// A tile kernel of the matmul: its shader, output tile (rows x cols per workgroup), and the
-// workgroups below which gemm splits k (128x128: about 2 x 132 SMs of an H200; the half
-// tiles: 384, swept there; 4 x 132 for matmul's lighter ones).
-struct MatmulTile {
-  const char* name;  // as FORGE_VULKAN_MATMUL_TILE spells it
-  const char* shader;
-  uint32_t rows, cols;
-  uint64_t fill_groups;
-};
-constexpr MatmulTile kTile128x128{"128x128", "matmul_big", 128, 128, 264};
-constexpr MatmulTile kTile64x128{"64x128", "matmul_big_64x128", 64, 128, 384};
-constexpr MatmulTile kTile128x64{"128x64", "matmul_big_128x64", 128, 64, 384};
-constexpr MatmulTile kTile64x64{"64x64", "matmul", 64, 64, 528};
-
-// The environment variable `name` ("" when unset), read on every call so that a benchmark
-// sweep or a test can change it between products.
-std::string_view env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-// FORGE_VULKAN_MATMUL_TILE: "auto" (or unset) lets matmul_tile choose; a tile name forces
-// that tile on every product the big kernels take (M, N >= 128, K >= 64).
-const MatmulTile* forced_tile() {
-  const std::string_view v = env("FORGE_VULKAN_MATMUL_TILE");
-  if (v.empty() || v == "auto") return nullptr;
-  for (const MatmulTile* t : {&kTile128x128, &kTile64x128, &kTile128x64, &kTile64x64})
-    if (v == t->name) return t;
-  throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_MATMUL_TILE=" + std::string(v) +
-                                     ": expected auto, 128x128, 64x128, 128x64 or 64x64");
-}
-
-// FORGE_VULKAN_SPLIT_K: "auto" (or unset) -> 0, gemm's own choice; N >= 1 -> N splits of k
-// wherever the shapes allow one (1: never split).
-uint64_t forced_split_k() {
-  const std::string_view v = env("FORGE_VULKAN_SPLIT_K");
-  if (v.empty() || v == "auto") return 0;
-  uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 65535)
-    throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_SPLIT_K=" + std::string(v) +
-                                       ": expected auto or a count of splits in 1..65535");
-  return n;
-}
-
-// The tile kernel of an [M, N] output (M >= 2) per batch over K. 64x64 tiles (matmul) for
-// small or skinny outputs (attention's [T, T] @ [T, 64]) or a short k; else the big kernels:
-//  - 128x128 (matmul_big) when its grid reaches fill_groups workgroups: the most FMAs per
-//    shared-memory read (32 TFLOP/s at 4096^3 on an H200; measured there, it beat matmul
-//    even on a small grid: prefill's [1024, 768] @ [768, 768], 48 workgroups on 132 SMs
-//    was faster than matmul's 192);
-//  - else a half tile, 64x128 or 128x64, whichever pads the output less (64x128 on a tie):
-//    twice the workgroups (GPT-2 prefill of 1024 tokens: 96-384 instead of 48-192) before
-//    gemm splits k for what is still too few.
-// Measured on an H200 (bench/vulkan_sweep.sh, GPT-2 prefill's products of 1024 rows): the
-// half tile beat 128x128 at every split count on the 48-192-tile products; 64x128 beat
-// 128x64 on all four.
-const MatmulTile& matmul_tile(uint64_t M, uint64_t N, uint64_t K, uint64_t batch) {
-  const MatmulTile* forced = forced_tile();  // read first: a bad value fails on any product
-  if (M < 128 || N < 128 || K < 64) return kTile64x64;
-  if (forced) return *forced;
-  auto groups = [&](const MatmulTile& t) {
-    return (M + t.rows - 1) / t.rows * ((N + t.cols - 1) / t.cols) * batch;
-  };
-  if (groups(kTile128x128) >= kTile128x128.fill_groups) return kTile128x128;
-  // Equal tile areas: fewer workgroups = less padding.
-  return groups(kTile128x64) < groups(kTile64x128) ? kTile128x64 : kTile64x128;
-}
 
 /// The flash-attention prefill kernel for head dimension hd and its queries per workgroup
 /// (rows). hd <= 64: attention_prefill (16x16 invocations of 4x2 scores) or
@@ -173,58 +78,6 @@ void VulkanBackend::run_rows(const char* shader, const std::vector<Arg>& args,
   uint32_t gx = 0, gy = 0;
   ctx_->groups_1d(rows, gx, gy);
   ctx_->dispatch(shader, args, params, gx, gy);
-}
-
-// --- elementwise --------------------------------------------------------------------------
-
-void VulkanBackend::add(const Tensor& a, const Tensor& b, Tensor& o) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  run_1d("add", {in(a), in(b), out(o)}, {u(a.numel()), u(b.numel())}, a.numel());
-}
-
-void VulkanBackend::scale(const Tensor& x, float s, Tensor& o) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  run_1d("scale", {in(x), out(o)}, {u(x.numel()), f(s)}, x.numel());
-}
-
-void VulkanBackend::gelu(const Tensor& x, Tensor& o) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  run_1d("gelu", {in(x), out(o)}, {u(x.numel())}, x.numel());
-}
-
-void VulkanBackend::gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  run_1d("gelu_bwd", {in(x), in(dy), out(dx)}, {u(x.numel())}, x.numel());
-}
-
-void VulkanBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float s,
-                            Tensor& o) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  run_1d("dropout", {in(x), out(o)},
-         {u(x.numel()), static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), threshold,
-          f(s)},
-         x.numel());
-}
-
-void VulkanBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                          const AdamWStep& k) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  run_1d("adamw", {out(param), in(grad), out(m), out(v)},
-         {u(param.numel()), f(k.decay), f(k.beta1), f(k.one_minus_beta1), f(k.beta2),
-          f(k.one_minus_beta2), f(k.step_size), f(k.bc2_sqrt), f(k.eps)},
-         param.numel());
-}
-
-void VulkanBackend::sumsq(const Tensor& x, Tensor& o) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  // Pass 1: fixed chunks of 4096 elements, one workgroup each, into partials; pass 2: one
-  // workgroup adds the partials. Both in a fixed order: deterministic.
-  constexpr uint64_t kChunk = 4096;
-  const uint64_t n = static_cast<uint64_t>(x.numel());
-  const uint64_t groups = std::max<uint64_t>(1, (n + kChunk - 1) / kChunk);
-  auto partial = ctx_->scratch(groups * sizeof(float));
-  run_rows("sumsq_partial", {in(x), whole(*partial, true)}, {u(x.numel()), u(kChunk), 1}, groups);
-  run_rows("sumsq_partial", {whole(*partial, false), out(o)}, {u(groups), u(groups), 0}, 1);
 }
 
 // --- rows -----------------------------------------------------------------------------------
@@ -302,18 +155,29 @@ uint64_t VulkanBackend::block_rows(uint64_t R) const {
 
 // --- index-driven ---------------------------------------------------------------------------
 
-void VulkanBackend::embedding(const Tensor& ids, const Tensor& table, int64_t row_begin,
-                              Tensor& o) {
+void VulkanBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  const int64_t C = table.dim(1), N = ids.numel();
-  run_1d("embedding", {in(ids), in(table), out(o)}, {u(N), u(C), u(table.dim(0)), u(row_begin)},
-         static_cast<uint64_t>(N * C));
+  const int64_t C = table.dim(1), N = ids.numel(), V = table.dim(0);
+  // Windows of the table's rows that fit one binding (GPT-2's 147 MiB wte on a 128 MiB
+  // device: two); each writes the rows of out whose id falls in it.
+  const int64_t rows = static_cast<int64_t>(ctx_->window_elements(u(C)) / u(C));
+  for (int64_t r0 = 0; r0 < V; r0 += rows) {
+    const int64_t n = std::min(rows, V - r0);
+    run_1d("embedding", {in(ids), window(in(table), u(r0 * C), u(n * C)), out(o)},
+           {u(N), u(C), u(n), u(r0)}, static_cast<uint64_t>(N * C));
+  }
 }
 
 void VulkanBackend::scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  const int64_t C = src.shape().cols();
-  run_1d("scatter_add_rows", {in(ids), in(src), out(o)}, {u(ids.numel()), u(C)}, C);
+  const int64_t C = src.shape().cols(), V = o.shape().rows();
+  // Windows of out's rows that fit one binding; each adds the rows whose id falls in it.
+  const int64_t rows = static_cast<int64_t>(ctx_->window_elements(u(C)) / u(C));
+  for (int64_t r0 = 0; r0 < V; r0 += rows) {
+    const int64_t n = std::min(rows, V - r0);
+    run_1d("scatter_add_rows", {in(ids), in(src), window(out(o), u(r0 * C), u(n * C))},
+           {u(ids.numel()), u(C), u(r0), u(n)}, C);
+  }
 }
 
 void VulkanBackend::argmax_rows(const Tensor& x, Tensor& o) {
@@ -443,120 +307,6 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
   ctx_->dispatch(prefill, {in(qkv), kc, vc, out(o)}, params, gx, gy);
 }
 
-// --- matmul ---------------------------------------------------------------------------------
-
-void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& o,
-                         const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
-                         uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N,
-                         const LnArgs* ln) {
-  if (M == 0 || N == 0 || batch == 0) return;
-  const uint32_t flags = (trans_a ? 1u : 0u) | (trans_b ? 2u : 0u) | (bias ? 4u : 0u) | epilogue;
-  const auto& lim = ctx_->limits().maxComputeWorkGroupCount;
-  // M = 1 (a decode step): a matrix-vector kernel, 8 output columns per workgroup. Otherwise
-  // a tile kernel (matmul_tile). Both kernels fit the 16 KiB of shared memory every device
-  // has.
-  const uint32_t K = dims[2];
-  const bool gemv = M == 1;
-  const MatmulTile* tile = gemv ? nullptr : &matmul_tile(M, N, K, batch);
-  const char* shader = tile ? tile->shader : trans_b ? "gemv_t" : ln ? "gemv_n_ln" : "gemv_n";
-  // The kernel's bindings (+ gamma, beta with ln) and its push constants after the dims.
-  auto bind = [&](const Arg& dst) {
-    std::vector<Arg> args = {a, b, bias ? *bias : a, dst};
-    if (ln) args.insert(args.end(), {ln->gamma, ln->beta});
-    return args;
-  };
-  auto with_eps = [&](std::vector<uint32_t> params) {
-    if (ln) params.push_back(f(ln->eps));
-    return params;
-  };
-  const uint64_t cols_per_group = tile ? tile->cols : 8;
-  const uint64_t rows_per_group = tile ? tile->rows : 64;
-  const uint64_t tiles_n = (N + cols_per_group - 1) / cols_per_group;
-  const uint64_t tiles_m = (M + rows_per_group - 1) / rows_per_group;
-  // Split k over workgroups when the output tiles alone are too few to fill a GPU, writing
-  // raw partial sums that split_k_reduce adds in order (deterministic) with the epilogue.
-  //  - Tiles (prefill's [1024, 768] @ [768, 768]: 96 tiles of 64x128; attention's [12, 1024,
-  //    1024] @ [12, 1024, 64]: 192 tiles of 64^2): splits of >= 192 k along z (batch *
-  //    splits + split; a batched output must be contiguous, stride_c = M ldc) up to the
-  //    tile's fill_groups.
-  //  - gemv_n: its 8-column workgroups walk all of k, so decode's products (N >= 768: 96+
-  //    workgroups) are one dispatch. Only a few columns over a long k (fewer than 16
-  //    workgroups, k >= 2048) still split, >= 1024 k per split along y: there one workgroup
-  //    would walk k alone for longer than the second dispatch costs. A guess, not measured.
-  //  - gemv_t (the LM head, q k^T) never splits: 8 columns per workgroup, N rows of b.
-  // FORGE_VULKAN_SPLIT_K=N (1: never) overrides the count wherever a split is possible.
-  const uint64_t tiles = tiles_n * tiles_m * batch;
-  const bool contiguous = batch == 1 || dims[8] == static_cast<uint64_t>(M) * dims[5];
-  const bool tiles_can_split = !gemv && contiguous && tiles_n <= lim[0] && tiles_m <= lim[1];
-  const bool gemv_can_split = gemv && !trans_b && tiles_n <= lim[0] && batch <= lim[2];
-  const uint64_t max_splits = tiles_can_split  ? std::max<uint64_t>(1, lim[2] / batch)
-                              : gemv_can_split ? lim[1]
-                                               : 1;
-  uint64_t splits = 1;
-  if (const uint64_t forced = forced_split_k(); forced > 0) {
-    splits = std::min<uint64_t>({forced, max_splits, std::max<uint32_t>(K, 1)});
-  } else if (tiles_can_split) {
-    // The split count nearest fill_groups / tiles, >= 192 k each. H200, 64x128 tiles: 96
-    // tiles (N = 768, K = 768 or 3072) were fastest in 4 splits (0.072 / 0.19 ms, against
-    // 0.078 / 0.24 in 3), 288 and 384 tiles unsplit.
-    const uint64_t want = (tile->fill_groups + tiles / 2) / tiles;
-    splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 192), 1, max_splits);
-  } else if (gemv_can_split && tiles < 16 && K >= 2048) {
-    splits =
-        std::clamp<uint64_t>(std::min<uint64_t>((64 + tiles - 1) / tiles, K / 1024), 1, max_splits);
-  }
-  if (splits > 1) {
-    const uint32_t k_split = static_cast<uint32_t>((K + splits - 1) / splits);
-    const uint64_t s = (K + k_split - 1) / k_split;          // splits actually used
-    const uint64_t rows = static_cast<uint64_t>(batch) * M;  // rows of the output
-    auto part = ctx_->scratch(rows * s * N * sizeof(float));
-    std::vector<uint32_t> params = dims;
-    params.insert(params.end(), {flags | 64u, f(alpha), 0u, 0u, 0u, k_split});
-    ctx_->dispatch(shader, bind(whole(*part, true)), with_eps(params),
-                   static_cast<uint32_t>(tiles_n), static_cast<uint32_t>(gemv ? s : tiles_m),
-                   static_cast<uint32_t>(gemv ? batch : batch * s));
-    // GEMV rows are batches (stride_c apart), a matmul's rows (batch * M + m) ldc apart.
-    run_1d("split_k_reduce", {whole(*part, false), bias ? *bias : a, o},
-           {u(static_cast<int64_t>(rows * N)), N, static_cast<uint32_t>(s),
-            gemv ? dims[8] : dims[5], (bias ? 4u : 0u) | epilogue, f(alpha)},
-           rows * N);
-    return;
-  }
-  // Grids beyond maxComputeWorkGroupCount go as several dispatches with base tiles.
-  for (uint64_t z0 = 0; z0 < batch; z0 += lim[2])
-    for (uint64_t y0 = 0; y0 < tiles_m; y0 += lim[1])
-      for (uint64_t x0 = 0; x0 < tiles_n; x0 += lim[0]) {
-        std::vector<uint32_t> params = dims;
-        params.push_back(flags);
-        params.push_back(f(alpha));
-        params.push_back(static_cast<uint32_t>(x0));
-        params.push_back(static_cast<uint32_t>(y0));
-        params.push_back(static_cast<uint32_t>(z0));
-        params.push_back(0u);  // k_split: unused without flag 64 (whole k)
-        ctx_->dispatch(shader, bind(o), with_eps(params),
-                       static_cast<uint32_t>(std::min<uint64_t>(lim[0], tiles_n - x0)),
-                       static_cast<uint32_t>(std::min<uint64_t>(lim[1], tiles_m - y0)),
-                       static_cast<uint32_t>(std::min<uint64_t>(lim[2], batch - z0)));
-      }
-}
-
-void VulkanBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
-                           const MatmulSpec& spec, bool accumulate, Tensor& o) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  const int64_t batch = o.rank() == 3 ? o.dim(0) : 1;
-  const int64_t M = o.dim(-2), N = o.dim(-1);
-  const int64_t K = spec.trans_a ? a.dim(-2) : a.dim(-1);
-  const int64_t stride_a = a.rank() == 3 ? a.dim(-2) * a.dim(-1) : 0;
-  // The batch stride of b is the full stored matrix even when b_rows cuts it.
-  const int64_t stride_b = b.rank() == 3 ? b.dim(-2) * b.dim(-1) : 0;
-  const Arg bias_arg = bias.defined() ? in(bias) : Arg{};
-  // o is bound read-write: with accumulate the epilogue reads it before writing.
-  const uint32_t epilogue = (spec.gelu ? kEpilogueGelu : 0u) | (accumulate ? kEpilogueAdd : 0u);
-  gemm(in(a), in(b), bias.defined() ? &bias_arg : nullptr, out(o),
-       {u(M), u(N), u(K), u(a.dim(-1)), u(b.dim(-1)), u(N), u(stride_a), u(stride_b), u(M * N)},
-       spec.trans_a, spec.trans_b, spec.alpha, epilogue, u(batch), u(M), u(N));
-}
-
 void VulkanBackend::layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                      float eps, const Tensor& w, const Tensor& bias,
                                      const MatmulSpec& spec, Tensor& o) {
@@ -633,29 +383,6 @@ void VulkanBackend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a
                  {u(N1), u(K1), u(N2), flags2, f(eps), static_cast<uint32_t>(groups1),
                   static_cast<uint32_t>(groups2)},
                  static_cast<uint32_t>(groups1 + groups2), 1, 1);
-}
-
-void VulkanBackend::matmul_transb_into(const Tensor& a, const Tensor& chunk, float alpha,
-                                       int64_t col_begin, Tensor& o) {
-  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  const int64_t R = a.dim(0), K = a.dim(1), V = chunk.dim(0), ld = o.dim(-1);
-  // Rows of out in slices whose binding fits maxStorageBufferRange (logits of many rows
-  // over a 50257 vocabulary exceed 128 MiB from 667 rows on), a's rows with them.
-  const int64_t row_bytes = ld * 4;
-  const int64_t slice = std::max<int64_t>(
-      1, static_cast<int64_t>(ctx_->limits().maxStorageBufferRange) / row_bytes - 1);
-  for (int64_t r0 = 0; r0 < R; r0 += slice) {
-    const int64_t rows = std::min(slice, R - r0);
-    // Bind out from column col_begin of row r0 on: element (r, j) is at r * ld + j.
-    Arg dst = out(o);
-    dst.offset += static_cast<size_t>(r0 * ld + col_begin) * 4;
-    dst.bytes = static_cast<size_t>((rows - 1) * ld + V) * 4;
-    Arg src = in(a);
-    src.offset += static_cast<size_t>(r0 * K) * 4;
-    src.bytes = static_cast<size_t>(rows * K) * 4;
-    gemm(src, in(chunk), nullptr, dst, {u(rows), u(V), u(K), u(K), u(K), u(ld), 0u, 0u, 0u}, false,
-         true, alpha, 0u, 1, u(rows), u(V));
-  }
 }
 
 }  // namespace forge::vk

@@ -2,8 +2,13 @@
 // on any Vulkan 1.1 device, lavapipe included. Kernels record dispatches into the
 // context's command buffer (see context.h); nothing runs until the host needs data.
 //   vulkan_backend.cpp   storage, transfers, device registry
-//   kernels.cpp          every kernel: push constants, grid, shader
+//   flat_kernels.cpp     elementwise kernels, AdamW, sumsq
+//   matmul.cpp           matmul: tile choice, gemm, windows of operands beyond a binding
+//   kernels.cpp          the other kernels: push constants, grid, shader
 //   kernel_table.cpp     the kernels registered (add_op_methods, and the fused ones)
+// Tensors larger than one storage binding (maxStorageBufferRange) are bound in windows by
+// the kernels that meet them: matmul, embedding, scatter_add_rows and the flat kernels
+// (Context::window_elements).
 #pragma once
 
 #include <memory>
@@ -103,6 +108,14 @@ class VulkanBackend final : public Backend {
   void gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg& out,
             const std::vector<uint32_t>& dims, bool trans_a, bool trans_b, float alpha,
             uint32_t epilogue, uint32_t batch, uint32_t M, uint32_t N, const LnArgs* ln = nullptr);
+
+  /// matmul's block of out and window of k (all of M, N, K when every binding fits):
+  /// operands larger than one binding go in windows. A rank-2 product.
+  struct Window {
+    uint64_t m, n, k;
+  };
+  Window matmul_window(const MatmulSpec& spec, uint64_t M, uint64_t N, uint64_t K, uint64_t lda,
+                       uint64_t ldb) const;
 
   /// attention and attention_at: the decode kernel (split keys; it binds
   /// kAttnDecodeBindings buffers) or the prefill kernel. pos_at: the position on the device.

@@ -2,7 +2,7 @@
 //
 //   x = wte[ids] + wpe[pos..pos+T)                       x: [B, T, C]
 //   per block:  x += attn(ln_1(x));  x += mlp(ln_2(x))
-//   logits = ln_f(x) @ wte^T (tied; chunk by chunk)      logits: [B, T, V] or last [B, V]
+//   logits = ln_f(x) @ wte^T (tied)                      logits: [B, T, V] or last [B, V]
 //
 // Everything runs through the ops in ops.h, so the same code serves every backend.
 #include <cmath>
@@ -86,7 +86,7 @@ std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) co
   // not updated in place, or another cache's buffers).
   std::vector<std::pair<const Storage*, size_t>> buffers;
   auto use = [&](const Tensor& t) { buffers.emplace_back(t.storage().get(), t.offset()); };
-  for (const Tensor& t : w.wte) use(t);
+  use(w.wte);
   use(w.wpe);
   for (const LayerWeights& L : w.layers)
     for (const Tensor* t :
@@ -95,7 +95,7 @@ std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) co
       use(*t);
   use(w.ln_f_w);
   use(w.ln_f_b);
-  for (const Tensor& t : w.lm_head) use(t);
+  if (w.lm_head.defined()) use(w.lm_head);
   for (const Tensor& t : cache.k_) use(t);
   for (const Tensor& t : cache.v_) use(t);
   std::shared_ptr<DecodeGraph>& g = greedy ? cache.greedy_graph_ : cache.graph_;
@@ -113,8 +113,7 @@ std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) co
         const Weights& mw = model.weights_;
         Tensor tok = out->step.narrow_rows(0, 1);        // [1]
         const Tensor pos = out->step.narrow_rows(1, 1);  // [1]
-        Tensor x = mw.wte.size() == 1 ? embedding(tok, mw.wte[0], DeviceIds::trusted)
-                                      : embedding_chunked(tok, mw.wte, DeviceIds::trusted);
+        Tensor x = embedding(tok, mw.wte, DeviceIds::trusted);
         add_(x, embedding(pos, mw.wpe, DeviceIds::trusted));  // x: [1, C]
         blocks(x, mw.layers, c.eps, [&](size_t i, const Tensor& qkv) {
           Tensor ki = k[i], vi = v[i];
@@ -184,7 +183,7 @@ Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, con
 
   // x: [B, T, C] = token embedding + position embedding (rows pos..pos+T of wpe, added per
   // sequence: a view, no gather needed).
-  Tensor x = w.wte.size() == 1 ? embedding(ids, w.wte[0]) : embedding_chunked(ids, w.wte);
+  Tensor x = embedding(ids, w.wte);
   const Tensor pe = w.wpe.narrow_rows(pos, T);  // [T, C]
   for (int64_t b = 0; b < B; ++b) {
     Tensor xb = x.narrow_rows(b, 1).reshape({T, C});
@@ -231,8 +230,13 @@ Tensor Model::lm_head(const Tensor& h) const {
              (h.defined() ? h.str() : "an undefined tensor"));
   if (h.device() != device_)
     fail(fn, ErrorKind::Device, "h is on " + h.device().str() + ", the model on " + device_.str());
-  // One code path for one chunk or many, so that chunking never changes a logit.
-  return matmul_chunked_transb(h, weights_.lm_head.empty() ? weights_.wte : weights_.lm_head);
+  // h @ W^T as one product over h's rows (a rank-2 product: a backend may window it).
+  MatmulSpec nt;
+  nt.trans_b = true;
+  const Tensor& w = weights_.lm_head.defined() ? weights_.lm_head : weights_.wte;
+  std::vector<int64_t> dims = h.shape().dims();
+  dims.back() = config_.vocab_size;
+  return matmul(h.reshape({h.shape().rows(), config_.n_embd}), w, nt).reshape(Shape(dims));
 }
 
 Tensor Model::forward(const Tensor& ids) const {

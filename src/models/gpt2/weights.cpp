@@ -9,7 +9,6 @@
 #include <optional>
 #include <thread>
 
-#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/safetensors.h"
@@ -28,7 +27,7 @@ namespace {
 struct Entry {
   std::string name;
   Shape shape;
-  Tensor* slot;      // nullptr for wte (chunked separately)
+  Tensor* slot;
   bool residual;     // a residual projection (init scaled by 1/sqrt(2 L))
   bool layernorm_w;  // init to ones
   bool bias;         // init to zeros
@@ -38,7 +37,7 @@ std::vector<Entry> entries(const Config& c, Weights& w) {
   const int64_t C = c.n_embd;
   w.layers.resize(static_cast<size_t>(c.n_layer));
   std::vector<Entry> e;
-  e.push_back({"wte.weight", Shape{c.vocab_size, C}, nullptr, false, false, false});
+  e.push_back({"wte.weight", Shape{c.vocab_size, C}, &w.wte, false, false, false});
   e.push_back({"wpe.weight", Shape{c.n_ctx, C}, &w.wpe, false, false, false});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     LayerWeights& L = w.layers[static_cast<size_t>(l)];
@@ -59,51 +58,6 @@ std::vector<Entry> entries(const Config& c, Weights& w) {
   e.push_back({"ln_f.weight", Shape{C}, &w.ln_f_w, false, true, false});
   e.push_back({"ln_f.bias", Shape{C}, &w.ln_f_b, false, false, true});
   return e;
-}
-
-/// Rows per chunk of a [V, C] F32 table on `device`.
-int64_t chunk_rows(const Config& c, const ModelOptions& o, const char* fn) {
-  if (o.wte_chunk_rows < 0)
-    fail(fn, ErrorKind::Range, "wte_chunk_rows = " + std::to_string(o.wte_chunk_rows) + " < 0");
-  if (o.wte_chunk_rows > 0) return std::min(o.wte_chunk_rows, c.vocab_size);
-  const uint64_t limit = device_info(o.device).max_binding_bytes;
-  if (limit == 0) return c.vocab_size;
-  const uint64_t row_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
-  const int64_t rows = static_cast<int64_t>(limit / row_bytes);
-  if (rows < 1)
-    fail(fn, ErrorKind::Unsupported,
-         "one embedding row (" + std::to_string(row_bytes) +
-             " bytes) exceeds the device's binding limit of " + std::to_string(limit) + " bytes");
-  return std::min(rows, c.vocab_size);
-}
-
-/// Splits a [V, C] table into row chunks on `device`. On the table's own device the chunks
-/// are views (no copy); otherwise each chunk is copied over separately, so that no buffer
-/// larger than a chunk is ever allocated there.
-std::vector<Tensor> split_rows(const Tensor& table, int64_t rows, Device device) {
-  std::vector<Tensor> chunks;
-  const int64_t V = table.dim(0);
-  for (int64_t r = 0; r < V; r += rows) {
-    Tensor view = table.narrow_rows(r, std::min(rows, V - r));
-    chunks.push_back(view.device() == device ? view : view.to(device));
-  }
-  return chunks;
-}
-
-/// Concatenates row chunks into one host tensor (for saving).
-Tensor concat_rows(const std::vector<Tensor>& chunks) {
-  if (chunks.size() == 1) return chunks[0];
-  int64_t V = 0;
-  for (const Tensor& c : chunks) V += c.dim(0);
-  const int64_t C = chunks[0].dim(1);
-  Tensor out = Tensor::empty({V, C}, DType::F32, Device::cpu());
-  int64_t r = 0;
-  for (const Tensor& c : chunks) {
-    Tensor dst = out.narrow_rows(r, c.dim(0));
-    dst.copy_from(c);
-    r += c.dim(0);
-  }
-  return out;
 }
 
 // --- deterministic N(0, 1) samples: a counter-based generator, so that every tensor (and
@@ -175,7 +129,6 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
              "and model.safetensors)");
   try {
     Config config = Config::from_json_file(config_path);
-    const int64_t rows = chunk_rows(config, options, fn);
     const TensorDirectory files = TensorDirectory::open(dir);
 
     // HF writes names with a "transformer." prefix (GPT2LMHeadModel) or without (GPT2Model);
@@ -205,15 +158,8 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
 
     Weights w;
     std::vector<Entry> table = entries(config, w);
-    for (const Entry& e : table) {
-      if (!e.slot) continue;
-      *e.slot = fetch(e.name, e.shape, options.device);
-    }
-    // wte: mapped (zero-copy when F32) on the host, then split; on the CPU the chunks are
-    // views of the one mapped table.
+    for (const Entry& e : table) *e.slot = fetch(e.name, e.shape, options.device);
     const Shape vc{config.vocab_size, config.n_embd};
-    const Tensor wte = fetch("wte.weight", vc, Device::cpu());
-    w.wte = split_rows(wte, rows, options.device);
 
     // An explicit LM head counts only when it differs from wte (HF often stores the tied
     // copy; older exports carry it too).
@@ -228,17 +174,14 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
       const auto b = files.file_of(wte_name).raw(wte_name);
       const bool same_bytes = info.dtype == files.info(wte_name).dtype && a.size() == b.size() &&
                               std::memcmp(a.data(), b.data(), a.size()) == 0;
-      if (!same_bytes) {
-        const Tensor head = fetch("lm_head.weight", vc, Device::cpu());
-        w.lm_head = split_rows(head, rows, options.device);
-      }
+      if (!same_bytes) w.lm_head = fetch("lm_head.weight", vc, options.device);
     } else if (!config.tie_word_embeddings) {
       fail(fn, ErrorKind::Format,
            dir +
                ": config.json says tie_word_embeddings = false but "
                "there is no tensor \"lm_head.weight\"");
     }
-    config.tie_word_embeddings = w.lm_head.empty();
+    config.tie_word_embeddings = !w.lm_head.defined();
     return from_weights(config, std::move(w));
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -260,7 +203,6 @@ Model Model::random(const Config& config, uint64_t seed, const ModelOptions& opt
   } catch (const Error& e) {
     throw Error(e.kind(), std::string(fn) + ": " + e.what());
   }
-  const int64_t rows = chunk_rows(config, options, fn);
   const float resid_std =
       static_cast<float>(0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer)));
   Weights w;
@@ -280,17 +222,13 @@ Model Model::random(const Config& config, uint64_t seed, const ModelOptions& opt
     } else {
       fill_normal(x, n, stream, e.residual ? resid_std : 0.02f);
     }
-    if (e.slot) {
-      *e.slot = options.device.is_cpu() ? host : host.to(options.device);
-    } else {
-      w.wte = split_rows(host, rows, options.device);
-    }
+    *e.slot = options.device.is_cpu() ? host : host.to(options.device);
   }
   if (!config.tie_word_embeddings) {
     Tensor host = Tensor::empty({config.vocab_size, config.n_embd}, DType::F32, Device::cpu());
     fill_normal(host.data<float>(), host.numel(), splitmix64(seed ^ splitmix64(0xF0F0ULL + k)),
                 0.02f);
-    w.lm_head = split_rows(host, rows, options.device);
+    w.lm_head = options.device.is_cpu() ? host : host.to(options.device);
   }
   return from_weights(config, std::move(w));
 }
@@ -320,31 +258,14 @@ Model Model::from_weights(const Config& config, Weights weights) {
              " layers for n_layer = " + std::to_string(config.n_layer));
   // Check every table entry against the config, reusing the name/shape table.
   Weights probe = weights;
-  for (const Entry& e : entries(config, probe))
-    if (e.slot) check(e.name, *e.slot, e.shape);
-  auto check_chunks = [&](const std::string& name, const std::vector<Tensor>& chunks) {
-    int64_t rows = 0;
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const Tensor& c = chunks[i];
-      const std::string n = name + " chunk " + std::to_string(i);
-      if (!c.defined() || c.rank() != 2)
-        fail(fn, ErrorKind::Format, n + " must be a [rows, n_embd] tensor");
-      check(n, c, Shape{c.dim(0), config.n_embd});
-      if (c.dim(0) < 1) fail(fn, ErrorKind::Format, n + " is empty");
-      rows += c.dim(0);
-    }
-    if (rows != config.vocab_size)
-      fail(fn, ErrorKind::Format,
-           name + " chunks hold " + std::to_string(rows) +
-               " rows, vocab_size = " + std::to_string(config.vocab_size));
-  };
-  check_chunks("wte.weight", weights.wte);
-  if (config.tie_word_embeddings != weights.lm_head.empty())
+  for (const Entry& e : entries(config, probe)) check(e.name, *e.slot, e.shape);
+  if (config.tie_word_embeddings == weights.lm_head.defined())
     fail(fn, ErrorKind::Format,
          config.tie_word_embeddings
              ? "lm_head weights given but config.tie_word_embeddings is true"
              : "config.tie_word_embeddings is false but no lm_head weights are given");
-  if (!weights.lm_head.empty()) check_chunks("lm_head.weight", weights.lm_head);
+  if (weights.lm_head.defined())
+    check("lm_head.weight", weights.lm_head, Shape{config.vocab_size, config.n_embd});
   Model m;
   m.config_ = config;
   m.weights_ = std::move(weights);
@@ -354,18 +275,9 @@ Model Model::from_weights(const Config& config, Weights weights) {
 
 std::vector<std::pair<std::string, Tensor>> Model::named_weights() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  auto chunked = [&out](const std::string& base, const std::vector<Tensor>& chunks) {
-    for (size_t i = 0; i < chunks.size(); ++i)
-      out.emplace_back(chunks.size() == 1 ? base : base + ".chunk" + std::to_string(i), chunks[i]);
-  };
   Weights w = weights_;  // handles: the table's slots point at the model's tensors
-  for (const Entry& e : entries(config_, w)) {
-    if (e.slot)
-      out.emplace_back(e.name, *e.slot);
-    else
-      chunked(e.name, w.wte);
-  }
-  chunked("lm_head.weight", w.lm_head);
+  for (const Entry& e : entries(config_, w)) out.emplace_back(e.name, *e.slot);
+  if (w.lm_head.defined()) out.emplace_back("lm_head.weight", w.lm_head);
   return out;
 }
 
@@ -376,13 +288,7 @@ void Model::save(const std::string& dir) const {
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     fail(fn, ErrorKind::Io, "cannot create folder " + dir + (ec ? ": " + ec.message() : ""));
-  NamedTensors named;
-  Weights w = weights_;
-  for (const Entry& e : entries(config_, w)) {
-    named.emplace_back(e.name, e.slot ? *e.slot : concat_rows(weights_.wte));
-  }
-  if (!weights_.lm_head.empty())
-    named.emplace_back("lm_head.weight", concat_rows(weights_.lm_head));
+  const NamedTensors named = named_weights();
   try {
     save_safetensors((fs::path(dir) / "model.safetensors").string(), named, {{"format", "pt"}});
   } catch (const Error& e) {

@@ -50,9 +50,6 @@ struct OpAttrs {
   int64_t n_head = 0;       // head ops, attention
   int part = 0;             // split_heads: 0 q, 1 k, 2 v
   int64_t pos = 0;          // attention: the first new cache row
-  int64_t row_begin = 0;    // embedding: the table chunk's first row
-  float alpha = 1.0f;       // matmul_transb_into
-  int64_t col_begin = 0;    // matmul_transb_into: the chunk's first output column
   float scale = 1.0f;       // ce_bwd, scale, dropout (1 / (1 - p))
   uint64_t seed = 0;        // dropout
   uint32_t threshold = 0;   // dropout: dropout_threshold(p)

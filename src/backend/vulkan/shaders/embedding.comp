@@ -2,7 +2,8 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-// out[i, c] = table[ids[i] - row_begin, c] for ids inside this chunk; other rows untouched.
+// out[i, c] = table[ids[i] - row_begin, c] for the ids inside this window of the table
+// (vrows rows from row_begin on); other rows of out untouched.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer I { uint ids[]; };
 layout(std430, binding = 1) readonly buffer T { float table[]; };

@@ -142,14 +142,21 @@ TEST_F(Vulkan, BadDeviceIndexAndHugeAllocationAreErrors) {
     EXPECT_EQ(e.kind(), ErrorKind::Backend);
     EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
   }
-  // A tensor larger than one binding: a kernel on it is an Unsupported error naming the
-  // limit (the model splits such tables into chunks instead).
+  // A tensor larger than one binding: the flat kernels bind it in windows (scale here:
+  // the same values on both sides of the window's edge); a kernel without windows
+  // (dropout, whose masks hash the element index) is an Unsupported error naming the limit.
   const uint64_t limit = backend_for(dev_).info().max_binding_bytes;
   if (limit > 0 && limit < (uint64_t{1} << 30)) {
-    const Tensor big = Tensor::empty({static_cast<int64_t>(limit / 4 + 64)}, DType::F32, dev_);
+    const int64_t n = static_cast<int64_t>(limit / 4 + 64);
+    const Tensor big = Tensor::full({n}, 1.5f, dev_);
+    const std::vector<float> y = scale(big, 2.0f).to_vector<float>();
+    ASSERT_EQ(y.size(), static_cast<size_t>(n));
+    size_t wrong = 0;
+    for (float v : y) wrong += v != 3.0f;
+    EXPECT_EQ(wrong, 0u) << "of " << n << " elements";
     try {
-      Tensor y = scale(big, 2.0f);
-      ADD_FAILURE() << "no error scaling " << big.str();
+      Tensor d = dropout(big, 0.5f, 1);
+      ADD_FAILURE() << "no error for dropout of " << big.str();
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
       EXPECT_NE(std::string(e.what()).find("maxStorageBufferRange"), std::string::npos) << e.what();
@@ -739,14 +746,16 @@ TEST_F(Vulkan, Gpt2GreedyTokensAndEvalLossMatchTheCpu) {
   const double lg = gpt2::evaluate(gpu, ids).loss;
   EXPECT_NEAR(lg, lc, 1e-5 * lc);
 
-  // The same model with wte forced into row chunks (the path GPT-2's 147 MiB wte takes on
-  // devices with a 128 MiB binding limit): same tokens.
-  gpt2::ModelOptions o;
-  o.device = dev_;
-  o.wte_chunk_rows = 300;
-  const gpt2::Model chunked = gpt2::Model::load(dir, o);
-  EXPECT_EQ(chunked.weights().wte.size(), 4u);
-  EXPECT_EQ(greedy_cached(chunked, prompt, 64), want);
+  // Again with the windowed kernels binding at most 300 rows of wte at once (how GPT-2's
+  // 147 MiB wte runs on a device binding 128 MiB; here the embedding, the LM head and the
+  // larger weight products all go in windows): the same tokens.
+  const std::string bytes = std::to_string(300 * gpu.config().n_embd * 4);
+  const ScopedEnv window("FORGE_VULKAN_WINDOW_BYTES", bytes.c_str());
+  const uint64_t dispatches = context_of(dev_).stats().dispatches;
+  const gpt2::Model windowed = gpt2::Model::load(dir, dev_);
+  EXPECT_EQ(greedy_cached(windowed, prompt, 64), want);
+  EXPECT_GT(context_of(dev_).stats().dispatches - dispatches, after.dispatches - before.dispatches)
+      << "windows take more dispatches";
 }
 
 /// Logits of a prefill of `prompt` and of n greedy decode steps after it, each [V].
@@ -977,10 +986,9 @@ void expect_same_training(const TrainRun& got, const TrainRun& want, const std::
     EXPECT_NEAR(got.grad_norm[i], want.grad_norm[i], 1e-3 * want.grad_norm[i])
         << what << ": grad norm of step " << i;
   }
-  // The weights after every update: the optimizer ran the same way. A chunked wte is
-  // compared through its concatenation. (Not for a large model: AdamW's first steps move
-  // each weight by ~lr times the sign of its gradient, so a gradient that is ~0 up to
-  // rounding may move either way.)
+  // The weights after every update: the optimizer ran the same way. (Not for a large model: AdamW's
+  // first steps move each weight by ~lr times the sign of its gradient, so a gradient that is ~0 up
+  // to rounding may move either way.)
   if (!weights) return;
   std::vector<float> g, w;
   for (const auto& v : got.weights) g.insert(g.end(), v.begin(), v.end());
@@ -998,14 +1006,68 @@ TEST_F(Vulkan, TrainingStepsMatchTheCpu) {
   gpt2::ModelOptions o;
   o.device = dev_;
   expect_same_training(train_run(c, o, 20), want, "tied wte");
-  // wte in 3 row chunks (how a large vocabulary fits the binding limit): same run.
-  o.wte_chunk_rows = 40;
-  expect_same_training(train_run(c, o, 20), want, "wte in 3 chunks");
+  // Every binding of the windowed kernels at most 40 rows of wte (how a large vocabulary
+  // fits the binding limit: the embedding, its scatter, the LM head and its two backward
+  // products, AdamW and the norms over wte in 3 windows): the same run.
+  {
+    const ScopedEnv window("FORGE_VULKAN_WINDOW_BYTES", std::to_string(40 * 64 * 4).c_str());
+    expect_same_training(train_run(c, o, 20), want, "wte in windows of 40 rows");
+  }
   // An untied LM head.
   c.tie_word_embeddings = false;
   gpt2::ModelOptions untied = o;
-  untied.wte_chunk_rows = 0;
   expect_same_training(train_run(c, untied, 5), train_run(c, {}, 5), "untied head");
+}
+
+// The windowed kernels really split: under FORGE_VULKAN_WINDOW_BYTES=4096 (1024 floats) a
+// flat op over 3000 elements takes 3 dispatches, an embedding over a [100, 64] table 7
+// (16 rows each), and the LM head's product over it several, with the CPU's values. A bad
+// value of the variable is an error naming it.
+TEST_F(Vulkan, WindowedKernelsSplitTheirBindings) {
+  const ScopedEnv window("FORGE_VULKAN_WINDOW_BYTES", "4096");
+  vk::Context& ctx = context_of(dev_);
+  auto dispatches = [&](const std::function<void()>& f) {
+    synchronize(dev_);
+    const uint64_t before = ctx.stats().dispatches;
+    f();
+    synchronize(dev_);
+    return ctx.stats().dispatches - before;
+  };
+  std::vector<float> xs(3000);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 97) - 48.0f;
+  const Tensor x = Tensor::from_vector(xs, {3000}, dev_);
+  Tensor y;
+  EXPECT_EQ(dispatches([&] { y = scale(x, 0.5f); }), 3u);
+  EXPECT_EQ(y.to_vector<float>(), scale(Tensor::from_vector(xs, {3000}), 0.5f).to_vector<float>());
+
+  std::vector<float> ts(100 * 64);
+  for (size_t i = 0; i < ts.size(); ++i) ts[i] = static_cast<float>((i * 37) % 101) / 50.0f - 1;
+  const Tensor table_cpu = Tensor::from_vector(ts, {100, 64});
+  const Tensor table = table_cpu.to(dev_);
+  const std::vector<uint32_t> id_list = {0, 15, 16, 99, 47, 16, 84};
+  const Tensor ids = Tensor::from_vector(id_list, {7});
+  Tensor e;
+  EXPECT_EQ(dispatches([&] { e = embedding(ids, table); }), 7u);
+  EXPECT_EQ(e.to_vector<float>(), embedding(ids, table_cpu).to_vector<float>());
+
+  const Tensor h_cpu =
+      Tensor::from_vector(std::vector<float>(xs.begin(), xs.begin() + 128), {2, 64});
+  MatmulSpec nt;
+  nt.trans_b = true;
+  Tensor logits;
+  EXPECT_GT(dispatches([&] { logits = matmul(h_cpu.to(dev_), table, nt); }), 3u);
+  expect_near(logits.to_vector<float>(), matmul(h_cpu, table_cpu, nt).to_vector<float>(), 2e-3,
+              "h @ table^T in windows (terms up to 48: sums of 64 round to 1e-3)");
+
+  const ScopedEnv bad("FORGE_VULKAN_WINDOW_BYTES", "lots");
+  try {
+    Tensor z = scale(x, 2.0f);
+    ADD_FAILURE() << "no error for FORGE_VULKAN_WINDOW_BYTES=lots";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Format);
+    EXPECT_NE(std::string(err.what()).find("FORGE_VULKAN_WINDOW_BYTES=lots"), std::string::npos)
+        << err.what();
+  }
 }
 
 /// One block of width 768 with GPT-2's real vocabulary: a 147 MiB wte.
@@ -1020,7 +1082,8 @@ gpt2::Config wide_vocab_config() {
   return c;
 }
 
-/// Whether wte of `c` is larger than one storage binding of `dev` (then it goes in chunks).
+/// Whether wte of `c` is larger than one storage binding of `dev` (then its kernels bind it
+/// in windows).
 bool wte_exceeds_a_binding(const gpt2::Config& c, Device dev) {
   const uint64_t limit = backend_for(dev).info().max_binding_bytes;
   const uint64_t wte_bytes = static_cast<uint64_t>(c.vocab_size) * c.n_embd * sizeof(float);
@@ -1028,17 +1091,16 @@ bool wte_exceeds_a_binding(const gpt2::Config& c, Device dev) {
 }
 
 // GPT-2's real vocabulary at width 768: wte is 147 MiB, more than lavapipe's 128 MiB binding
-// limit, so the model splits it into row chunks by the device's max_binding_bytes and the
-// embedding and tied LM head run per chunk. Same logits as the CPU.
-TEST_F(Vulkan, WteLargerThanOneBindingRunsInChunks) {
+// limit. The model holds it as one tensor; the embedding and the tied LM head bind it in
+// windows. Same logits as the CPU.
+TEST_F(Vulkan, WteLargerThanOneBindingRunsInWindows) {
   const gpt2::Config c = wide_vocab_config();
   if (!wte_exceeds_a_binding(c, dev_))
     GTEST_SKIP() << dev_.str() << " binds " << backend_for(dev_).info().max_binding_bytes
                  << " bytes: wte fits one binding, nothing to split";
   const gpt2::Model cpu = gpt2::Model::random(c, 7);
   const gpt2::Model gpu = gpt2::Model::random(c, 7, dev_);
-  EXPECT_GE(gpu.weights().wte.size(), 2u);
-  // Ids from both chunks (the first chunk ends at row 43690 on lavapipe).
+  // Ids from both windows (the first ends at row 43690 on lavapipe).
   const std::vector<uint32_t> prompt = {50256, 464, 2068, 43690, 43689, 0};
   const Tensor ids = Tensor::from_vector(prompt, {1, 6});
   gpt2::KVCache cpu_cache(cpu, 1), gpu_cache(gpu, 1);
@@ -1046,7 +1108,7 @@ TEST_F(Vulkan, WteLargerThanOneBindingRunsInChunks) {
   ASSERT_EQ(want.size(), 50257u);
   expect_near(gpu.forward_cached(ids, gpu_cache).to_vector<float>(), want, 1e-3,
               "last-position logits");
-  // One decode step: the chunked embedding of an id in the second chunk.
+  // One decode step: the embedding of an id in the second window.
   const Tensor next = Tensor::from_vector(std::vector<uint32_t>{50000}, {1, 1});
   expect_near(gpu.forward_cached(next, gpu_cache).to_vector<float>(),
               cpu.forward_cached(next, cpu_cache).to_vector<float>(), 1e-3, "decode logits");
@@ -1073,8 +1135,9 @@ TEST_F(Vulkan, LogitsLargerThanOneBindingRunInRowSlices) {
               "logits [1, 700, 50257]");
 }
 
-// Training with GPT-2's real vocabulary at width 768 (wte beyond lavapipe's binding limit, in
-// row chunks): the embedding's backward scatters per chunk and the tied head's per chunk.
+// Training with GPT-2's real vocabulary at width 768 (wte beyond lavapipe's binding limit):
+// the LM head's products, the embedding's backward, AdamW and the norms bind wte, its
+// gradient and moments in windows.
 TEST_F(Vulkan, TrainingWithAWteLargerThanOneBinding) {
   const gpt2::Config c = wide_vocab_config();
   if (!wte_exceeds_a_binding(c, dev_))
