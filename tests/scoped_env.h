@@ -1,5 +1,5 @@
-// ScopedEnv: sets an environment variable for a scope (a backend switch such as
-// FORGE_VULKAN_MATMUL_TILE that the code reads on every call), then restores it.
+// ScopedEnv: sets an environment variable for a scope (for code that reads it then, such as
+// a backend's settings parsed from FORGE_VULKAN_*), then restores it.
 #pragma once
 
 #include <cstdlib>

@@ -16,7 +16,7 @@
 #include "forge/backend.h"
 #include "forge/forge.h"
 #include "reference.h"
-#include "scoped_env.h"
+#include "scoped_setting.h"
 
 namespace forge::test {
 namespace {
@@ -148,7 +148,7 @@ TEST(Attention, EveryVulkanPrefillTileMatchesFloat64) {
     ran = true;
     const Device dev = info.device;
     for (const std::string tile : {"small", "big"}) {
-      const ScopedEnv env("FORGE_VULKAN_ATTENTION_TILE", tile.c_str());
+      const ScopedSetting setting(dev, "attention_tile", tile);
       const std::string kernel = "attention_prefill" + (tile == "small" ? "" : "_" + tile);
       for (const Case& c : cases) {
         const int64_t C = c.H * c.D, G = c.B * c.H, cap = c.pos + c.T + 3;

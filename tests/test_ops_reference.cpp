@@ -24,7 +24,7 @@
 #include "forge/forge.h"
 #include "op_cases.h"
 #include "reference.h"
-#include "scoped_env.h"
+#include "scoped_setting.h"
 
 namespace forge::test {
 namespace {
@@ -219,10 +219,9 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpParity, ::testing::ValuesIn(parity_params()),
 // Every matmul flag combination on every tile kernel of a GPU, with and without split k
 // ---------------------------------------------------------------------------------------
 
-// The Vulkan backend's switches FORGE_VULKAN_MATMUL_TILE and FORGE_VULKAN_SPLIT_K force a
-// tile kernel and a number of k splits on every product; matmul_flag_cases() runs under each
-// setting against float64 (its shapes are small enough for lavapipe). Other backends ignore
-// the variables.
+// The Vulkan backend's settings matmul_tile and split_k force a tile kernel and a number of
+// k splits on every product; matmul_flag_cases() runs under each against float64 (its
+// shapes are small enough for lavapipe). Backends without them skip.
 const char* const kTiles[] = {"128x128", "64x128", "128x64", "64x64"};
 const char* const kSplits[] = {"1", "3"};
 
@@ -270,8 +269,10 @@ TEST_P(OpTiles, MatchFloat64) {
   if (p.placeholder) FORGE_SKIP_NO_DEVICE("no device besides the CPU: no tile kernels to force");
   const OpCase& c = matmul_flag_cases()[p.index];
   SCOPED_TRACE(c.name + " on " + p.device.str() + ", tile " + p.tile + ", split k " + p.split);
-  const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", p.tile);
-  const ScopedEnv split("FORGE_VULKAN_SPLIT_K", p.split);
+  const ScopedSetting tile(p.device, "matmul_tile", p.tile);
+  const ScopedSetting split(p.device, "split_k", p.split);
+  if (!tile.active() || !split.active())
+    GTEST_SKIP() << p.device.str() << " has no matmul_tile and split_k settings";
   const std::vector<HostTensor> inputs = c.inputs();
   expect_matches_reference(c, inputs, c.reference(inputs), p.device);
 }
@@ -285,9 +286,9 @@ INSTANTIATE_TEST_SUITE_P(MatmulTiles, OpTiles, ::testing::ValuesIn(tile_params()
 // Vulkan binds tensors larger than one storage binding (GPT-2's wte, its gradient and
 // moments, big logits on a 128 MiB device) in windows: matmul over blocks of out and
 // windows of k, embedding and scatter_add_rows over rows of the table, the flat ops over
-// runs of elements. FORGE_VULKAN_WINDOW_BYTES shrinks the windows to about a third of each
+// runs of elements. The setting window_bytes shrinks the windows to about a third of each
 // case's largest tensor, so that every case of those ops runs in several windows against
-// float64. Other backends ignore the variable.
+// float64. Backends without it skip.
 const std::set<std::string> kWindowedOps = {
     "matmul", "matmul_add_", "embedding", "scatter_add_rows", "add",   "add_",
     "scale",  "scale_",      "gelu",      "gelu_bwd",         "adamw", "sumsq"};
@@ -316,7 +317,8 @@ TEST_P(OpWindows, MatchFloat64) {
   for (const Expected& e : want) largest = std::max(largest, e.value.size());
   const std::string bytes = std::to_string(std::max<size_t>(4, largest / 3 * 4));
   SCOPED_TRACE(c.name + " on " + device.str() + " in windows of " + bytes + " bytes");
-  const ScopedEnv window("FORGE_VULKAN_WINDOW_BYTES", bytes.c_str());
+  const ScopedSetting window(device, "window_bytes", bytes);
+  if (!window.active()) GTEST_SKIP() << device.str() << " has no window_bytes setting";
   expect_matches_reference(c, inputs, want, device);
 }
 

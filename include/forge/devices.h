@@ -39,6 +39,18 @@ Device parse_device(const std::string& text);
 /// What `--device` accepts, for help texts: "cpu, vulkan, vulkan:N".
 std::string device_choices();
 
+/// A backend's named switch, e.g. set_device_setting(vulkan, "matmul_tile", "64x64"): the
+/// experiment and test switches of docs/ARCHITECTURE.md (Vulkan: src/backend/vulkan/
+/// settings.h), also set from the environment (FORGE_VULKAN_MATMUL_TILE). A backend's
+/// settings hold for all its devices. Change them between calls, not while another thread
+/// runs ops. Error(Format) for a bad value, Error(Unsupported) for a name the backend lacks
+/// or one read only when the device is created.
+void set_device_setting(Device device, const std::string& name, const std::string& value);
+/// The current value of a setting, as set_device_setting takes it.
+std::string device_setting(Device device, const std::string& name);
+/// The names of a device's settings (none on the CPU).
+std::vector<std::string> device_setting_names(Device device);
+
 /// The registered backends' names, in registration order.
 std::vector<std::string> backend_names();
 

@@ -1,5 +1,5 @@
-// The defaults of Backend's optional methods (forge/backend.h): no profiling, no capture,
-// reads at once; and the kernel table.
+// The defaults of Backend's optional methods (forge/backend.h): no profiling, no settings,
+// no capture, reads at once; and the kernel table.
 #include <algorithm>
 #include <memory>
 #include <mutex>
@@ -18,6 +18,16 @@ void Backend::set_profiling(bool) {
 std::vector<KernelTime> Backend::kernel_times() {
   throw Error(ErrorKind::Unsupported,
               "device " + info().device.str() + " has no device timers (profiling)");
+}
+
+void Backend::set_setting(const std::string& name, const std::string&) {
+  throw Error(ErrorKind::Unsupported, "device " + info().device.str() + " has no setting \"" +
+                                          name + "\" (its backend has no settings)");
+}
+
+std::string Backend::setting(const std::string& name) const {
+  throw Error(ErrorKind::Unsupported, "device " + info().device.str() + " has no setting \"" +
+                                          name + "\" (its backend has no settings)");
 }
 
 void Backend::set_host_timing(bool on) {

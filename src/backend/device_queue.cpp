@@ -1,5 +1,5 @@
 // forge/device_queue.h over the Backend interface: async reads, recorded steps, waiting,
-// profiling and device_info.
+// profiling, device_info and the settings.
 #include "forge/device_queue.h"
 
 #include <cstdlib>
@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "forge/backend.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 
 namespace forge {
@@ -113,5 +114,17 @@ void set_profiling(Device device, bool on) { backend_for(device).set_profiling(o
 std::vector<KernelTime> kernel_times(Device device) { return backend_for(device).kernel_times(); }
 
 DeviceInfo device_info(Device device) { return backend_for(device).info(); }
+
+void set_device_setting(Device device, const std::string& name, const std::string& value) {
+  backend_for(device).set_setting(name, value);
+}
+
+std::string device_setting(Device device, const std::string& name) {
+  return backend_for(device).setting(name);
+}
+
+std::vector<std::string> device_setting_names(Device device) {
+  return backend_for(device).setting_names();
+}
 
 }  // namespace forge

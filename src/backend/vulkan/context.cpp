@@ -2,14 +2,13 @@
 // with hazard barriers, submission and fences.
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <string_view>
 
 #include "backend/vulkan/context.h"
+#include "backend/vulkan/settings.h"
 #include "backend/vulkan/shaders.h"
 #include "forge/error.h"
 
@@ -52,10 +51,10 @@ Context::Context(int index, Device device) : device_(device) {
   name_ = p2.properties.deviceName;
   max_allocation_ = m3.maxMemoryAllocationSize;
   max_bindings_ = std::min(kMaxBindings, limits_.maxPerStageDescriptorStorageBuffers);
-  // FORGE_VULKAN_MAX_BINDINGS=n (tests): act as a device binding at most n buffers (the
+  // Setting max_bindings (tests): act as a device binding at most that many buffers (the
   // kernels' fallbacks for devices at Vulkan's minimum of 4).
-  if (const char* e = std::getenv("FORGE_VULKAN_MAX_BINDINGS"))
-    max_bindings_ = std::clamp<uint32_t>(static_cast<uint32_t>(std::atoi(e)), 4, max_bindings_);
+  if (settings().max_bindings > 0)
+    max_bindings_ = std::clamp<uint32_t>(settings().max_bindings, 4, max_bindings_);
   if (limits_.maxComputeWorkGroupInvocations < 256 || limits_.maxPushConstantsSize < kPushBytes)
     throw Error(ErrorKind::Unsupported,
                 "device " + device.str() + " (" + name_ +
@@ -94,8 +93,7 @@ Context::Context(int index, Device device) : device_(device) {
   vkEnumerateDeviceExtensionProperties(phys_, nullptr, &next, nullptr);
   std::vector<VkExtensionProperties> exts(next);
   vkEnumerateDeviceExtensionProperties(phys_, nullptr, &next, exts.data());
-  const char* push_env = std::getenv("FORGE_VULKAN_PUSH_DESCRIPTORS");
-  const bool want_push = !(push_env && std::strcmp(push_env, "0") == 0);
+  const bool want_push = settings().push_descriptors;
   for (const VkExtensionProperties& e : exts)
     if (want_push && std::strcmp(e.extensionName, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME) == 0)
       push_descriptors_ = true;
@@ -135,10 +133,9 @@ Context::Context(int index, Device device) : device_(device) {
   // polling the fence, since a blocking vkWaitForFences wakes the thread ~0.05 ms late on
   // NVIDIA's driver (measured: 0.58-0.60 -> 0.52 ms per GPT-2 decode step on an H200).
   // Longer batches poll for at most this long, then block. lavapipe computes on the host's
-  // cores, which polling would take from it: none there. FORGE_VULKAN_SPIN_US overrides.
+  // cores, which polling would take from it: none there. Setting spin_us overrides.
   spin_ns_ = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kSpinNs;
-  if (const char* e = std::getenv("FORGE_VULKAN_SPIN_US"))
-    spin_ns_ = std::strtoull(e, nullptr, 10) * 1000;
+  if (settings().spin_us >= 0) spin_ns_ = static_cast<uint64_t>(settings().spin_us) * 1000;
   vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
   uint64_t largest_local = 0;
   for (uint32_t h = 0; h < mem_props_.memoryHeapCount; ++h)
@@ -174,10 +171,9 @@ Context::Context(int index, Device device) : device_(device) {
     throw Error(ErrorKind::Unsupported,
                 "device " + device.str() + " (" + name_ + "): no usable memory type");
   }
-  // FORGE_VULKAN_STAGING=1: never map device buffers, always go through the staging buffer
-  // (how discrete GPUs without resizable BAR work; lets lavapipe test that path).
-  const char* force_staging = std::getenv("FORGE_VULKAN_STAGING");
-  if (force_staging && std::strcmp(force_staging, "1") == 0 && staging >= 0) {
+  // Setting staging: never map device buffers, always go through the staging buffer (how
+  // discrete GPUs without resizable BAR work; lets lavapipe test that path).
+  if (settings().staging && staging >= 0) {
     device_mapped_ = false;
     device_type_ = static_cast<uint32_t>(local >= 0 ? local : staging);
     staging_type_ = static_cast<uint32_t>(staging);
@@ -363,15 +359,8 @@ void Context::groups_1d(uint64_t n, uint32_t& gx, uint32_t& gy) const {
 uint64_t Context::window_elements(uint64_t quantum) const {
   const uint64_t align = std::max<uint64_t>(limits_.minStorageBufferOffsetAlignment, 4);
   uint64_t range = limits_.maxStorageBufferRange;
-  if (const char* e = std::getenv("FORGE_VULKAN_WINDOW_BYTES"); e && *e) {
-    const std::string_view v(e);
-    uint64_t bytes = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), bytes);
-    if (ec != std::errc() || end != v.data() + v.size() || bytes < 4)
-      throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_WINDOW_BYTES=" + std::string(v) +
-                                         ": expected a byte count >= 4");
-    range = std::min<uint64_t>(range, bytes + align);
-  }
+  if (settings().window_bytes > 0)
+    range = std::min<uint64_t>(range, settings().window_bytes + align);
   const uint64_t elems = range > align ? (range - align) / 4 : 0;
   return std::max<uint64_t>(quantum, elems / quantum * quantum);
 }

@@ -170,9 +170,9 @@ class Context {
   /// The most 4-byte elements, a multiple of `quantum`, that the kernels which split large
   /// tensors (matmul, embedding, scatter_add_rows, the flat ones: kernel_args.h) bind at
   /// once: what one binding holds at any offset (maxStorageBufferRange less the offset
-  /// alignment), or at most FORGE_VULKAN_WINDOW_BYTES (tests: windows of a 128 MiB limit
-  /// on small tensors; read on every call, Error(Format) for a bad value). At least
-  /// `quantum`: a binding of more still fails in dispatch, naming the limit.
+  /// alignment), or at most the setting window_bytes (tests: windows of a 128 MiB limit on
+  /// small tensors). At least `quantum`: a binding of more still fails in dispatch, naming
+  /// the limit.
   uint64_t window_elements(uint64_t quantum) const;
   /// A discrete GPU (VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU).
   bool discrete() const { return discrete_; }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/vulkan/context.h"
+#include "backend/vulkan/settings.h"
 #include "forge/error.h"
 
 namespace forge::vk {
@@ -22,11 +23,6 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
     std::fprintf(stderr, "vulkan validation: %s\n", data && data->pMessage ? data->pMessage : "?");
   }
   return VK_FALSE;
-}
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
 }
 
 bool has_layer(const char* name) {
@@ -99,7 +95,7 @@ Instance::Instance() {
   ci.pApplicationInfo = &app;
   const char* layer = "VK_LAYER_KHRONOS_validation";
   const char* ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
-  if (env_flag("FORGE_VULKAN_VALIDATION")) {
+  if (settings().validation) {
     if (!has_layer(layer))
       throw Error(ErrorKind::Backend,
                   "vulkan: FORGE_VULKAN_VALIDATION is set but VK_LAYER_KHRONOS_validation is "

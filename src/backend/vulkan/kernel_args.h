@@ -4,9 +4,7 @@
 
 #include <bit>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
-#include <string_view>
 
 #include "backend/vulkan/context.h"
 #include "forge/error.h"
@@ -41,13 +39,6 @@ inline uint32_t u(int64_t v) {
   return static_cast<uint32_t>(v);
 }
 inline uint32_t f(float v) { return std::bit_cast<uint32_t>(v); }
-
-/// The environment variable `name` ("" when unset), read on every call so that a benchmark
-/// sweep or a test can change it between products.
-inline std::string_view env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 constexpr uint64_t kWidth = 256;  // invocations per workgroup of the 1-D and row shaders
 // Epilogue flags of the matmul shaders (matmul_epilogue.glsl), beside 1 trans_a, 2 trans_b,

@@ -2,12 +2,12 @@
 // shapes -> push constants and grid -> recorded dispatches. Semantics: the CPU backend's
 // (src/backend/cpu). The flat kernels are in flat_kernels.cpp, matmul in matmul.cpp.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <string>
 #include <string_view>
 
 #include "backend/vulkan/kernel_args.h"
+#include "backend/vulkan/settings.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "forge/error.h"
 
@@ -18,14 +18,10 @@ namespace {
 /// (rows). hd <= 64: attention_prefill (16x16 invocations of 4x2 scores) or
 /// attention_prefill_big (8x16 of 4x4 scores: twice the FMAs per invocation, its shared
 /// reads in aligned runs of 4); both take 32 KiB of shared memory.
-/// FORGE_VULKAN_ATTENTION_TILE = small | big picks one; auto (or unset) is small: on an H200
-/// big took 2.1 ms of a 1024-token prefill where small took 2.0 (bench/vulkan_sweep.sh).
+/// The setting attention_tile = small | big picks one; auto is small: on an H200 big took
+/// 2.1 ms of a 1024-token prefill where small took 2.0 (bench/vulkan_sweep.sh).
 const char* prefill_kernel(int64_t hd, int64_t& rows) {
-  const std::string_view v = env("FORGE_VULKAN_ATTENTION_TILE");
-  const std::string_view tile = v.empty() ? "auto" : v;
-  if (tile != "auto" && tile != "small" && tile != "big")
-    throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_ATTENTION_TILE=" + std::string(tile) +
-                                       ": expected auto, small or big");
+  const std::string& tile = settings().attention_tile;
   if (hd > 64) {
     rows = 32;
     return "attention_prefill_hd128";
@@ -34,32 +30,18 @@ const char* prefill_kernel(int64_t hd, int64_t& rows) {
   return tile == "big" ? "attention_prefill_big" : "attention_prefill";
 }
 
-// FORGE_VULKAN_ATTENTION_SPLITS: unset or "auto" -> 0, attend's own choice; N >= 1 -> N
-// workgroups per query in attention_decode (for measuring the split on a GPU).
-int64_t forced_attention_splits() {
-  const std::string_view v = env("FORGE_VULKAN_ATTENTION_SPLITS");
-  if (v.empty() || v == "auto") return 0;
-  int64_t n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < 1)
-    throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_ATTENTION_SPLITS=" + std::string(v) +
-                                       ": expected auto or a count >= 1");
-  return n;
-}
-
-// FORGE_VULKAN_CHAIN: unset or "auto" -> gemv_chain on discrete GPUs only (where it is
-// faster: lavapipe's threads would poll); "1" -> on any device (CI runs it on lavapipe);
-// "0" -> never (matmul_add_layernorm_matmul as a copy and two kernels); "solo" (tests) ->
-// gemv_chain whose second-phase workgroups never wait, each computing the first phase itself.
+// The setting chain: auto -> gemv_chain on discrete GPUs only (where it is faster:
+// lavapipe's threads would poll); 1 -> on any device (CI runs it on lavapipe); 0 -> never
+// (matmul_add_layernorm_matmul as a copy and two kernels); solo (tests) -> gemv_chain whose
+// second-phase workgroups never wait, each computing the first phase itself.
 enum class ChainMode { off, on, never_wait };
 ChainMode chain_mode(bool discrete) {
-  const std::string_view v = env("FORGE_VULKAN_CHAIN");
-  if (v.empty() || v == "auto") return discrete ? ChainMode::on : ChainMode::off;
-  if (v == "0") return ChainMode::off;
-  if (v == "1") return ChainMode::on;
-  if (v == "solo") return ChainMode::never_wait;
-  throw Error(ErrorKind::Format,
-              "vulkan: FORGE_VULKAN_CHAIN=" + std::string(v) + ": expected auto, 0, 1 or solo");
+  switch (settings().chain) {
+    case Settings::Chain::off: return ChainMode::off;
+    case Settings::Chain::on: return ChainMode::on;
+    case Settings::Chain::solo: return ChainMode::never_wait;
+    default: return discrete ? ChainMode::on : ChainMode::off;
+  }
 }
 
 }  // namespace
@@ -282,7 +264,7 @@ void VulkanBackend::attend(const Tensor& qkv, int64_t n_head, Tensor& k_cache, T
   if (pos_at || (T <= kDecodeMaxT && ctx_->max_bindings() >= kAttnDecodeBindings)) {
     const int64_t queries = G * T, chunks = ((cached ? cap : T) + 31) / 32;
     int64_t splits = std::min(chunks, (kAttnGroups + queries - 1) / queries);
-    if (const int64_t forced = forced_attention_splits()) splits = std::min(forced, chunks);
+    if (const int64_t forced = settings().attention_splits) splits = std::min(forced, chunks);
     // The work buffer: kWorkCounters counters, then the partials (2 + hd floats each).
     const int64_t room = static_cast<int64_t>(work_->bytes() / 4) - kWorkCounters;
     if (queries > kRowCounters) splits = 1;

@@ -2,11 +2,11 @@
 // split k, grids beyond the device's limits), and matmul's windows for operands larger
 // than one binding.
 #include <algorithm>
-#include <charconv>
 #include <string>
 #include <string_view>
 
 #include "backend/vulkan/kernel_args.h"
+#include "backend/vulkan/settings.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "forge/error.h"
 
@@ -17,7 +17,7 @@ namespace {
 // workgroups below which gemm splits k (128x128: about 2 x 132 SMs of an H200; the half
 // tiles: 384, swept there; 4 x 132 for matmul's lighter ones).
 struct MatmulTile {
-  const char* name;  // as FORGE_VULKAN_MATMUL_TILE spells it
+  const char* name;  // as the setting matmul_tile spells it
   const char* shader;
   uint32_t rows, cols;
   uint64_t fill_groups;
@@ -27,28 +27,13 @@ constexpr MatmulTile kTile64x128{"64x128", "matmul_big_64x128", 64, 128, 384};
 constexpr MatmulTile kTile128x64{"128x64", "matmul_big_128x64", 128, 64, 384};
 constexpr MatmulTile kTile64x64{"64x64", "matmul", 64, 64, 528};
 
-// FORGE_VULKAN_MATMUL_TILE: "auto" (or unset) lets matmul_tile choose; a tile name forces
-// that tile on every product the big kernels take (M, N >= 128, K >= 64).
+// The setting matmul_tile: auto lets matmul_tile choose; a tile name forces that tile on
+// every product the big kernels take (M, N >= 128, K >= 64).
 const MatmulTile* forced_tile() {
-  const std::string_view v = env("FORGE_VULKAN_MATMUL_TILE");
-  if (v.empty() || v == "auto") return nullptr;
+  const std::string& v = settings().matmul_tile;
   for (const MatmulTile* t : {&kTile128x128, &kTile64x128, &kTile128x64, &kTile64x64})
     if (v == t->name) return t;
-  throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_MATMUL_TILE=" + std::string(v) +
-                                     ": expected auto, 128x128, 64x128, 128x64 or 64x64");
-}
-
-// FORGE_VULKAN_SPLIT_K: "auto" (or unset) -> 0, gemm's own choice; N >= 1 -> N splits of k
-// wherever the shapes allow one (1: never split).
-uint64_t forced_split_k() {
-  const std::string_view v = env("FORGE_VULKAN_SPLIT_K");
-  if (v.empty() || v == "auto") return 0;
-  uint64_t n = 0;
-  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 65535)
-    throw Error(ErrorKind::Format, "vulkan: FORGE_VULKAN_SPLIT_K=" + std::string(v) +
-                                       ": expected auto or a count of splits in 1..65535");
-  return n;
+  return nullptr;
 }
 
 // The tile kernel of an [M, N] output (M >= 2) per batch over K. 64x64 tiles (matmul) for
@@ -64,7 +49,7 @@ uint64_t forced_split_k() {
 // half tile beat 128x128 at every split count on the 48-192-tile products; 64x128 beat
 // 128x64 on all four.
 const MatmulTile& matmul_tile(uint64_t M, uint64_t N, uint64_t K, uint64_t batch) {
-  const MatmulTile* forced = forced_tile();  // read first: a bad value fails on any product
+  const MatmulTile* forced = forced_tile();
   if (M < 128 || N < 128 || K < 64) return kTile64x64;
   if (forced) return *forced;
   auto groups = [&](const MatmulTile& t) {
@@ -116,7 +101,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   //    workgroups, k >= 2048) still split, >= 1024 k per split along y: there one workgroup
   //    would walk k alone for longer than the second dispatch costs. A guess, not measured.
   //  - gemv_t (the LM head, q k^T) never splits: 8 columns per workgroup, N rows of b.
-  // FORGE_VULKAN_SPLIT_K=N (1: never) overrides the count wherever a split is possible.
+  // The setting split_k = N (1: never) overrides the count wherever a split is possible.
   const uint64_t tiles = tiles_n * tiles_m * batch;
   const bool contiguous = batch == 1 || dims[8] == static_cast<uint64_t>(M) * dims[5];
   const bool tiles_can_split = !gemv && contiguous && tiles_n <= lim[0] && tiles_m <= lim[1];
@@ -125,7 +110,7 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
                               : gemv_can_split ? lim[1]
                                                : 1;
   uint64_t splits = 1;
-  if (const uint64_t forced = forced_split_k(); forced > 0) {
+  if (const uint64_t forced = settings().split_k; forced > 0) {
     splits = std::min<uint64_t>({forced, max_splits, std::max<uint32_t>(K, 1)});
   } else if (tiles_can_split) {
     // The split count nearest fill_groups / tiles, >= 192 k each. H200, 64x128 tiles: 96

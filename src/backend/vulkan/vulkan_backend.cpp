@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "backend/vulkan/settings.h"
 #include "forge/error.h"
 
 namespace forge::vk {
@@ -71,6 +72,15 @@ ChainCounts VulkanBackend::take_chain_counts() {
 }
 
 void VulkanBackend::set_profiling(bool on) { ctx_->set_profiling(on); }
+
+void VulkanBackend::set_setting(const std::string& name, const std::string& value) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());  // not between a call's dispatches
+  settings().set(name, value);
+}
+
+std::string VulkanBackend::setting(const std::string& name) const { return settings().get(name); }
+
+std::vector<std::string> VulkanBackend::setting_names() const { return Settings::names(); }
 
 std::vector<KernelTime> VulkanBackend::kernel_times() { return ctx_->profile(); }
 

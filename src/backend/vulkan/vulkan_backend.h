@@ -55,6 +55,10 @@ class VulkanBackend final : public Backend {
             size_t bytes) override;
   void synchronize() override;
   void set_profiling(bool on) override;
+  /// settings.h's per-call settings (all Vulkan devices share them).
+  void set_setting(const std::string& name, const std::string& value) override;
+  std::string setting(const std::string& name) const override;
+  std::vector<std::string> setting_names() const override;
   std::vector<KernelTime> kernel_times() override;
   /// A decode step's capture needs attention_at too.
   bool can_capture() const override {

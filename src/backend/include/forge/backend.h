@@ -91,6 +91,11 @@ class Backend : public DeviceMemory {
   /// Error(Unsupported) (the CPU: time its ops on the host instead).
   virtual void set_profiling(bool on);
   virtual std::vector<KernelTime> kernel_times();
+  /// The backend's named switches (forge/devices.h, set_device_setting): change one between
+  /// calls, read one, list them. The default has none: Error(Unsupported) naming the name.
+  virtual void set_setting(const std::string& name, const std::string& value);
+  virtual std::string setting(const std::string& name) const;
+  virtual std::vector<std::string> setting_names() const { return {}; }
 
   // --- captured graphs (a decode step recorded once, replayed per token) ---
   /// Whether begin_capture() works now. False on the CPU (no recording to save), and on a

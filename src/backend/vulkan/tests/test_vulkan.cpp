@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/vulkan/settings.h"
 #include "backend/vulkan/vulkan_backend.h"
 #include "ci.h"
 #include "cli_runner.h"
@@ -26,6 +27,7 @@
 #include "forge/gpt2.h"
 #include "forge/train.h"
 #include "scoped_env.h"
+#include "scoped_setting.h"
 
 namespace forge::test {
 namespace {
@@ -343,7 +345,7 @@ TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
     }
   };
   for (const char* mode : {"1", "solo"}) {
-    const ScopedEnv chain_on("FORGE_VULKAN_CHAIN", mode);  // auto: discrete GPUs only
+    const ScopedSetting chain_on(dev_, "chain", mode);  // auto: discrete GPUs only
     for (int64_t rows : {1, 3}) {
       SCOPED_TRACE(std::string("mode ") + mode + ", rows " + std::to_string(rows));
       const Tensor x = x0.narrow_rows(0, rows).clone();
@@ -378,7 +380,7 @@ TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
     const Tensor lx = Tensor::from_vector(ramp(n1, 0.05f), {1, n1}, dev_);
     for (const char* mode : {"1", "solo"}) {
       SCOPED_TRACE(std::string("long row, mode ") + mode);
-      const ScopedEnv chain_on("FORGE_VULKAN_CHAIN", mode);
+      const ScopedSetting chain_on(dev_, "chain", mode);
       const ResidualProduct fused =
           matmul_add_layernorm_matmul(lx, la, lw1, lb1, lg, lbe, 1e-5f, lw2, {}, lb2);
       Tensor xt = lx.clone();
@@ -390,7 +392,7 @@ TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
     }
   }
   {
-    const ScopedEnv off("FORGE_VULKAN_CHAIN", "0");
+    const ScopedSetting off(dev_, "chain", "0");
     backend_for(dev_).synchronize();
     const uint64_t before = ctx.stats().dispatches;
     (void)matmul_add_layernorm_matmul(x0.narrow_rows(0, 1), a.narrow_rows(0, 1), w1, b1, g, be,
@@ -398,11 +400,8 @@ TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
     EXPECT_EQ(ctx.stats().dispatches - before, separate);
   }
   for (const char* bad : {"2", "yes", "AUTO"}) {
-    const ScopedEnv chain("FORGE_VULKAN_CHAIN", bad);
-    EXPECT_THROW((void)matmul_add_layernorm_matmul(x0.narrow_rows(0, 1), a.narrow_rows(0, 1), w1,
-                                                   b1, g, be, 1e-5f, w2),
-                 Error)
-        << bad;
+    EXPECT_THROW(set_device_setting(dev_, "chain", bad), Error) << bad;
+    EXPECT_EQ(device_setting(dev_, "chain"), "auto") << "a bad value changed nothing";
   }
   if (fits) {
     EXPECT_GT(consumed, 0u) << "no second-phase workgroup ever consumed phase 1's rows";
@@ -412,7 +411,7 @@ TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
     GTEST_SKIP() << dev_.str() << " cannot capture graphs: the replays were not run";
   // Captured once, replayed 5 times on a row that changes (x_new copied back into x after
   // each run): each run equals the two ops.
-  const ScopedEnv chain_on("FORGE_VULKAN_CHAIN", "1");
+  const ScopedSetting chain_on(dev_, "chain", "1");
   const Tensor x = x0.narrow_rows(0, 1).clone();
   Tensor xt = x.clone();
   const Tensor a1 = a.narrow_rows(0, 1);
@@ -597,25 +596,20 @@ TEST_F(Vulkan, MatmulTileAndSplitKSwitchesPickTheKernels) {
   EXPECT_EQ(kernels(256, 192), Names{"matmul_big_128x64"});
   EXPECT_EQ(kernels(100, 256), Names{"matmul"});
   {
-    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", "128x128");
-    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", "2");
+    const ScopedSetting tile(dev_, "matmul_tile", "128x128");
+    const ScopedSetting split(dev_, "split_k", "2");
     EXPECT_EQ(kernels(256, 192), (Names{"matmul_big", "split_k_reduce"}));
     EXPECT_EQ(kernels(100, 256), (Names{"matmul", "split_k_reduce"}));  // not big: 64x64
   }
   {
-    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", "64x64");
-    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", "auto");
+    const ScopedSetting tile(dev_, "matmul_tile", "64x64");
+    const ScopedSetting split(dev_, "split_k", "auto");
     EXPECT_EQ(kernels(256, 256), Names{"matmul"});
   }
-  const Tensor a = Tensor::full({4, 4}, 1.0f, dev_);
-  for (const char* bad : {"96x96", "128", "AUTO"}) {
-    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", bad);
-    EXPECT_THROW((void)matmul(a, a), Error) << bad;
-  }
-  for (const char* bad : {"0", "-1", "2x", "many"}) {
-    const ScopedEnv split("FORGE_VULKAN_SPLIT_K", bad);
-    EXPECT_THROW((void)matmul(a, a), Error) << bad;
-  }
+  for (const char* bad : {"96x96", "128", "AUTO"})
+    EXPECT_THROW(set_device_setting(dev_, "matmul_tile", bad), Error) << bad;
+  for (const char* bad : {"0", "-1", "2x", "many"})
+    EXPECT_THROW(set_device_setting(dev_, "split_k", bad), Error) << bad;
 }
 
 // The validation layers watch runs of real work (forge eval of a golden model on the
@@ -750,7 +744,7 @@ TEST_F(Vulkan, Gpt2GreedyTokensAndEvalLossMatchTheCpu) {
   // 147 MiB wte runs on a device binding 128 MiB; here the embedding, the LM head and the
   // larger weight products all go in windows): the same tokens.
   const std::string bytes = std::to_string(300 * gpu.config().n_embd * 4);
-  const ScopedEnv window("FORGE_VULKAN_WINDOW_BYTES", bytes.c_str());
+  const ScopedSetting window(dev_, "window_bytes", bytes);
   const uint64_t dispatches = context_of(dev_).stats().dispatches;
   const gpt2::Model windowed = gpt2::Model::load(dir, dev_);
   EXPECT_EQ(greedy_cached(windowed, prompt, 64), want);
@@ -1010,7 +1004,7 @@ TEST_F(Vulkan, TrainingStepsMatchTheCpu) {
   // fits the binding limit: the embedding, its scatter, the LM head and its two backward
   // products, AdamW and the norms over wte in 3 windows): the same run.
   {
-    const ScopedEnv window("FORGE_VULKAN_WINDOW_BYTES", std::to_string(40 * 64 * 4).c_str());
+    const ScopedSetting window(dev_, "window_bytes", std::to_string(40 * 64 * 4));
     expect_same_training(train_run(c, o, 20), want, "wte in windows of 40 rows");
   }
   // An untied LM head.
@@ -1019,12 +1013,12 @@ TEST_F(Vulkan, TrainingStepsMatchTheCpu) {
   expect_same_training(train_run(c, untied, 5), train_run(c, {}, 5), "untied head");
 }
 
-// The windowed kernels really split: under FORGE_VULKAN_WINDOW_BYTES=4096 (1024 floats) a
+// The windowed kernels really split: with window_bytes 4096 (1024 floats) a
 // flat op over 3000 elements takes 3 dispatches, an embedding over a [100, 64] table 7
 // (16 rows each), and the LM head's product over it several, with the CPU's values. A bad
 // value of the variable is an error naming it.
 TEST_F(Vulkan, WindowedKernelsSplitTheirBindings) {
-  const ScopedEnv window("FORGE_VULKAN_WINDOW_BYTES", "4096");
+  const ScopedSetting window(dev_, "window_bytes", "4096");
   vk::Context& ctx = context_of(dev_);
   auto dispatches = [&](const std::function<void()>& f) {
     synchronize(dev_);
@@ -1059,15 +1053,74 @@ TEST_F(Vulkan, WindowedKernelsSplitTheirBindings) {
   expect_near(logits.to_vector<float>(), matmul(h_cpu, table_cpu, nt).to_vector<float>(), 2e-3,
               "h @ table^T in windows (terms up to 48: sums of 64 round to 1e-3)");
 
-  const ScopedEnv bad("FORGE_VULKAN_WINDOW_BYTES", "lots");
-  try {
-    Tensor z = scale(x, 2.0f);
-    ADD_FAILURE() << "no error for FORGE_VULKAN_WINDOW_BYTES=lots";
-  } catch (const Error& err) {
-    EXPECT_EQ(err.kind(), ErrorKind::Format);
-    EXPECT_NE(std::string(err.what()).find("FORGE_VULKAN_WINDOW_BYTES=lots"), std::string::npos)
-        << err.what();
+  for (const char* bad : {"lots", "3", "-1"}) {
+    try {
+      set_device_setting(dev_, "window_bytes", bad);
+      ADD_FAILURE() << "no error for window_bytes " << bad;
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), ErrorKind::Format);
+      EXPECT_NE(std::string(err.what()).find("window_bytes=" + std::string(bad)), std::string::npos)
+          << err.what();
+    }
   }
+  EXPECT_EQ(device_setting(dev_, "window_bytes"), "4096");
+}
+
+// The settings: every FORGE_VULKAN_* variable parsed and validated in one place (a bad
+// value names the variable and what it takes), the per-call ones changed by name, the
+// creation-time ones and unknown names refused, and the CPU has none.
+TEST_F(Vulkan, SettingsAreParsedOnceAndValidated) {
+  {
+    const ScopedEnv tile("FORGE_VULKAN_MATMUL_TILE", "64x128");
+    const ScopedEnv bindings("FORGE_VULKAN_MAX_BINDINGS", "4");
+    const ScopedEnv spin("FORGE_VULKAN_SPIN_US", "0");
+    const vk::Settings s = vk::Settings::from_environment();
+    EXPECT_EQ(s.matmul_tile, "64x128");
+    EXPECT_EQ(s.max_bindings, 4u);
+    EXPECT_EQ(s.spin_us, 0);
+    EXPECT_EQ(s.get("spin_us"), "0");
+    EXPECT_EQ(s.get("split_k"), "auto");
+  }
+  const std::pair<const char*, const char*> bad[] = {
+      {"FORGE_VULKAN_CHAIN", "yes"},         {"FORGE_VULKAN_MAX_BINDINGS", "12"},
+      {"FORGE_VULKAN_MAX_BINDINGS", "four"}, {"FORGE_VULKAN_SPIN_US", "-5"},
+      {"FORGE_VULKAN_STAGING", "true"},      {"FORGE_VULKAN_PUSH_DESCRIPTORS", "1"},
+      {"FORGE_VULKAN_VALIDATION", "on"},     {"FORGE_VULKAN_ATTENTION_SPLITS", "0"},
+      {"FORGE_VULKAN_WINDOW_BYTES", "1k"},   {"FORGE_VULKAN_ATTENTION_TILE", "huge"}};
+  for (const auto& [name, value] : bad) {
+    const ScopedEnv env(name, value);
+    try {
+      (void)vk::Settings::from_environment();
+      ADD_FAILURE() << "no error for " << name << "=" << value;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format);
+      EXPECT_NE(std::string(e.what()).find(std::string(name) + "=" + value), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("expected"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(device_setting_names(dev_).size(), 11u);
+  {
+    const ScopedSetting tile(dev_, "attention_splits", "3");
+    EXPECT_EQ(device_setting(dev_, "attention_splits"), "3");
+  }
+  EXPECT_EQ(device_setting(dev_, "attention_splits"), "auto");
+  try {
+    set_device_setting(dev_, "staging", "1");
+    ADD_FAILURE() << "staging changed after the device was created";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("FORGE_VULKAN_STAGING"), std::string::npos) << e.what();
+  }
+  try {
+    set_device_setting(dev_, "tile", "64x64");
+    ADD_FAILURE() << "no error for an unknown setting";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("matmul_tile"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(device_setting_names(Device::cpu()).empty());
+  EXPECT_THROW(set_device_setting(Device::cpu(), "chain", "1"), Error);
 }
 
 /// One block of width 768 with GPT-2's real vocabulary: a 147 MiB wte.
