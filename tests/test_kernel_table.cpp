@@ -60,6 +60,7 @@ class TableTestBackend final : public Backend {
     std::memmove(bytes(dst) + d_off, bytes(src) + so, n);
   }
   int f16_matmuls = 0;
+  int f16_embeddings = 0;
 
  private:
   Device device_;
@@ -95,6 +96,20 @@ void matmul_f32_f16(Backend& be, const OpCall& c) {
       for (int64_t k = 0; k < K; ++k) s += pa[m * K + k] * io::f16_to_f32(pb[k * N + n]);
       po[m * N + n] = c.attrs.accumulate ? po[m * N + n] + s : s;
     }
+}
+
+// out[i, :] = table[ids[i], :] with an f16 table, each value widened to f32: the tied LM
+// head's table gathered through the same dtype dispatch as its product.
+void embedding_u32_f16(Backend& be, const OpCall& c) {
+  static_cast<TableTestBackend&>(be).f16_embeddings++;
+  const Tensor &ids = c.in(0), &table = c.in(1);
+  Tensor& out = c.out(0);
+  const int64_t C = table.dim(1);
+  const auto* pi = reinterpret_cast<const uint32_t*>(bytes(*ids.storage())) + ids.offset();
+  const auto* pt = reinterpret_cast<const uint16_t*>(bytes(*table.storage())) + table.offset();
+  auto* po = reinterpret_cast<float*>(bytes(*out.storage())) + out.offset();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    for (int64_t j = 0; j < C; ++j) po[i * C + j] = io::f16_to_f32(pt[pi[i] * C + j]);
 }
 
 // f16 bits of a normal f32 that f16 holds exactly (checked by converting back).
@@ -155,6 +170,27 @@ TEST(KernelTable, AKernelForF16WeightsIsPickedByTheirDtype) {
   EXPECT_EQ(be.f16_matmuls, 1);
 }
 
+TEST(KernelTable, AnF16EmbeddingIsPickedByItsTablesDtype) {
+  TableTestBackend& be = table_backend();
+  const Device d("tabletest", 0);
+  be.add_kernel(Op::embedding, dtype_key({DType::U32, DType::F16}), embedding_u32_f16);
+  const std::vector<float> tv = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.125f};  // [3, 2], exact
+  const Tensor table = f16_tensor(tv, {3, 2}, d);
+  const Tensor ids = Tensor::from_vector(std::vector<uint32_t>{2, 0, 2}, {3});
+  const std::vector<float> got = embedding(ids, table).to_vector<float>();
+  EXPECT_EQ(be.f16_embeddings, 1);
+  EXPECT_EQ(got, (std::vector<float>{1.5f, -0.125f, 0.5f, -1.0f, 1.5f, -0.125f}));
+  // An f32 table: nobody registered that here.
+  try {
+    embedding(ids, Tensor::from_vector(tv, {3, 2}, d));
+    ADD_FAILURE() << "no error for an unregistered (u32, f32) embedding";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("(u32, f32)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(be.f16_embeddings, 1);
+}
+
 TEST(KernelTable, TheCpuHasNoF16MatmulAndSaysSo) {
   const Tensor a = Tensor::from_vector(std::vector<float>(6, 1.0f), {2, 3});
   const Tensor b = f16_tensor(std::vector<float>(6, 1.0f), {3, 2}, Device::cpu());
@@ -171,8 +207,9 @@ TEST(KernelTable, TheCpuHasNoF16MatmulAndSaysSo) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::DType);
-    EXPECT_NE(std::string(e.what()).find("matmul: b must be f32 or f16 or bf16, got u32"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("matmul: b must be f32 or f16 or bf16 or q8_0 or q4_0, got u32"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -195,7 +232,7 @@ TEST(KernelTable, TheTableParses) {
   EXPECT_EQ(mm.name, "matmul");
   ASSERT_EQ(mm.inputs.size(), 3u);
   EXPECT_EQ(mm.inputs[1].name, "b");
-  EXPECT_EQ(mm.inputs[1].accepted.size(), 3u);
+  EXPECT_EQ(mm.inputs[1].accepted.size(), 5u);
   EXPECT_TRUE(mm.inputs[2].optional);
   EXPECT_TRUE(mm.outputs[0].read);  // +out: matmul_add_ accumulates
   EXPECT_EQ(op_named("adamw"), Op::adamw);

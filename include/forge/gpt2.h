@@ -69,7 +69,13 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-/// One transformer block's weights. HF "Conv1D" layout: y = x @ W + b with W [in, out].
+/// One transformer block's weights. The model's one orientation for every linear weight,
+/// the fused seams' included: HF "Conv1D", y = x @ W + b with W [in, out] = [K, N], matmul's
+/// b untransposed. The token embedding is [V, C], and the tied LM head multiplies by it
+/// transposed (trans_b). GGUF files store linear weights [out, in] (ggml's ne = {in, out}),
+/// with block dtypes blocked along `in`: a loader transposes element dtypes into this
+/// orientation; block-quantized weights, which cannot be transposed block by block, enter
+/// matmul with trans_b (issue 18).
 struct LayerWeights {
   Tensor ln_1_w, ln_1_b;  // [C]
   Tensor attn_w;          // [C, 3C]  (q | k | v, heads contiguous in each)

@@ -68,6 +68,10 @@ class Tensor {
                             Device device = Device::cpu());
   static Tensor from_vector(const std::vector<uint32_t>& data, const Shape& shape,
                             Device device = Device::cpu());
+  /// A tensor of any dtype from its raw bytes (block dtypes: dtype.h's layouts); bytes must
+  /// be exactly what shape and dtype take (Error(Shape) otherwise).
+  static Tensor from_bytes(const void* data, size_t bytes, const Shape& shape, DType dtype,
+                           Device device = Device::cpu());
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -76,18 +80,23 @@ class Tensor {
   int64_t numel() const { return shape_.numel(); }
   size_t rank() const { return shape_.rank(); }
   int64_t dim(int i) const { return shape_.dim(i); }
-  size_t offset() const { return offset_; }  // in elements
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  size_t offset() const { return offset_; }  // in elements (whole blocks for a block dtype)
+  size_t byte_offset() const { return dtype_bytes(dtype_, static_cast<int64_t>(offset_)); }
+  size_t nbytes() const { return dtype_bytes(dtype_, numel()); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
-  /// View with another shape of the same element count (Error(Shape) otherwise).
+  /// View with another shape of the same element count (Error(Shape) otherwise, and for a
+  /// block dtype when the new last dimension is not whole blocks).
   Tensor reshape(const Shape& shape) const;
-  /// View of rows [start, start+count) along the first dimension.
+  /// View of rows [start, start+count) along the first dimension (of a rank-1 block tensor:
+  /// whole blocks only).
   Tensor narrow_rows(int64_t start, int64_t count) const;
 
   /// Reads the data to the host (flushing pending GPU work). Error(DType) if T mismatches.
   template <typename T>
   std::vector<T> to_vector() const;
+  /// The raw bytes (any dtype), read to the host.
+  std::vector<uint8_t> to_bytes() const;
   /// Deep copy onto `device` (a copy even when it is already there).
   Tensor to(Device device) const;
   Tensor clone() const { return to(device()); }

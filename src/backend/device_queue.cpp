@@ -64,8 +64,7 @@ PendingRead read_async(const Tensor& t) {
   r.device_ = t.device();
   r.bytes_ = t.nbytes();
   r.dtype_ = t.dtype();
-  r.ticket_ =
-      backend_for(r.device_).read_async(*t.storage(), t.offset() * dtype_size(t.dtype()), r.bytes_);
+  r.ticket_ = backend_for(r.device_).read_async(*t.storage(), t.byte_offset(), r.bytes_);
   return r;
 }
 

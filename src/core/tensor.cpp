@@ -11,16 +11,46 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, size_t offset, Shape shape, DTy
 
 Device Tensor::device() const { return storage_ ? storage_->device() : Device::cpu(); }
 
+namespace {
+
+/// A block dtype's rows must be whole blocks: the last dimension a multiple of the block.
+void check_blocks(const Shape& s, DType dtype, const char* fn) {
+  if (!dtype_is_block(dtype)) return;
+  const int64_t block = dtype_block(dtype);
+  if (s.rank() == 0 || s.dim(-1) % block != 0)
+    throw Error(ErrorKind::Shape, std::string(fn) + ": " + dtype_name(dtype) + " shape " + s.str() +
+                                      " does not end in whole blocks of " + std::to_string(block));
+}
+
+}  // namespace
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   const Shape s = Shape::checked(shape.dims(), "Tensor::empty");
-  const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(dtype);
-  return Tensor(device_memory(device).allocate(bytes), 0, s, dtype);
+  check_blocks(s, dtype, "Tensor::empty");
+  return Tensor(device_memory(device).allocate(dtype_bytes(dtype, s.numel())), 0, s, dtype);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   const Shape s = Shape::checked(shape.dims(), "Tensor::zeros");
-  const size_t bytes = static_cast<size_t>(s.numel()) * dtype_size(dtype);
-  return Tensor(device_memory(device).allocate_zeros(bytes), 0, s, dtype);
+  check_blocks(s, dtype, "Tensor::zeros");
+  return Tensor(device_memory(device).allocate_zeros(dtype_bytes(dtype, s.numel())), 0, s, dtype);
+}
+
+Tensor Tensor::from_bytes(const void* data, size_t bytes, const Shape& shape, DType dtype,
+                          Device device) {
+  Tensor t = Tensor::empty(shape, dtype, device);
+  if (bytes != t.nbytes())
+    throw Error(ErrorKind::Shape, "Tensor::from_bytes: " + std::to_string(bytes) + " bytes for " +
+                                      t.str() + ", which takes " + std::to_string(t.nbytes()));
+  if (bytes > 0) device_memory(device).write(*t.storage(), 0, data, bytes);
+  return t;
+}
+
+std::vector<uint8_t> Tensor::to_bytes() const {
+  if (!defined()) throw Error(ErrorKind::Shape, "to_bytes: tensor is undefined");
+  std::vector<uint8_t> out(nbytes());
+  if (!out.empty()) device_memory(device()).read(*storage_, byte_offset(), out.data(), out.size());
+  return out;
 }
 
 Tensor Tensor::full(const Shape& shape, float value, Device device) {
@@ -53,6 +83,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
   if (s.numel() != numel())
     throw Error(ErrorKind::Shape, "reshape: cannot view " + shape_.str() + " as " + s.str() +
                                       " (element counts differ)");
+  check_blocks(s, dtype_, "reshape");
   return Tensor(storage_, offset_, s, dtype_);
 }
 
@@ -64,6 +95,11 @@ Tensor Tensor::narrow_rows(int64_t start, int64_t count) const {
   std::vector<int64_t> dims = shape_.dims();
   dims[0] = count;
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
+  if (dtype_is_block(dtype_) &&
+      ((start * row) % dtype_block(dtype_) != 0 || (count * row) % dtype_block(dtype_) != 0))
+    throw Error(ErrorKind::Shape, "narrow_rows: rows [" + std::to_string(start) + ", " +
+                                      std::to_string(start + count) + ") of " + str() +
+                                      " cut a block of " + std::to_string(dtype_block(dtype_)));
   return Tensor(storage_, offset_ + static_cast<size_t>(start * row), Shape(dims), dtype_);
 }
 
@@ -74,8 +110,7 @@ std::vector<T> Tensor::to_vector() const {
     throw Error(ErrorKind::DType, std::string("to_vector: tensor is ") + dtype_name(dtype_) +
                                       ", asked for " + dtype_name(dtype_of<T>()));
   std::vector<T> out(static_cast<size_t>(numel()));
-  if (!out.empty())
-    device_memory(device()).read(*storage_, offset_ * dtype_size(dtype_), out.data(), nbytes());
+  if (!out.empty()) device_memory(device()).read(*storage_, byte_offset(), out.data(), nbytes());
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
@@ -93,14 +128,13 @@ void Tensor::copy_from(const Tensor& src) {
   if (src.shape() != shape_ || src.dtype() != dtype_)
     throw Error(ErrorKind::Shape, "copy_from: " + src.str() + " into " + str());
   if (nbytes() == 0) return;
-  const size_t es = dtype_size(dtype_);
   if (src.device() == device()) {
-    device_memory(device()).copy(*src.storage(), src.offset() * es, *storage_, offset_ * es,
+    device_memory(device()).copy(*src.storage(), src.byte_offset(), *storage_, byte_offset(),
                                  nbytes());
   } else {
     std::vector<unsigned char> host(nbytes());
-    device_memory(src.device()).read(*src.storage(), src.offset() * es, host.data(), nbytes());
-    device_memory(device()).write(*storage_, offset_ * es, host.data(), nbytes());
+    device_memory(src.device()).read(*src.storage(), src.byte_offset(), host.data(), nbytes());
+    device_memory(device()).write(*storage_, byte_offset(), host.data(), nbytes());
   }
 }
 
@@ -114,8 +148,7 @@ void copy_host(Tensor& t, const std::vector<T>& data) {
     throw Error(ErrorKind::Shape,
                 "copy_from: " + std::to_string(data.size()) + " values for " + t.str());
   if (data.empty()) return;
-  device_memory(t.device())
-      .write(*t.storage(), t.offset() * dtype_size(t.dtype()), data.data(), t.nbytes());
+  device_memory(t.device()).write(*t.storage(), t.byte_offset(), data.data(), t.nbytes());
 }
 }  // namespace
 

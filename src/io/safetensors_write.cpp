@@ -21,6 +21,8 @@ const char* safetensors_name(DType dt) {
     case DType::U32: return "U32";
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
+    case DType::Q8_0:
+    case DType::Q4_0: break;  // refused by validate()
   }
   return "?";
 }
@@ -37,6 +39,9 @@ void validate(const std::string& prefix, const NamedTensors& tensors,
       throw Error(ErrorKind::Format, prefix + ": duplicate tensor name '" + name + "'");
     if (!t.defined())
       throw Error(ErrorKind::Format, prefix + ": tensor '" + name + "' is undefined");
+    if (dtype_is_block(t.dtype()))
+      throw Error(ErrorKind::DType, prefix + ": tensor '" + name + "' is " + dtype_name(t.dtype()) +
+                                        ", which safetensors has no dtype for (GGUF has)");
   }
   (void)metadata;  // any strings; UTF-8 validity is checked when the header is built
 }
@@ -71,7 +76,7 @@ std::string build_header(const std::string& prefix, const NamedTensors& tensors,
 void write_tensor(io::AtomicFile& out, const Tensor& t) {
   const size_t bytes = t.nbytes();
   if (bytes == 0) return;
-  const size_t start = t.offset() * dtype_size(t.dtype());
+  const size_t start = t.byte_offset();
   if (t.device().is_cpu()) {
     out.write(static_cast<const char*>(t.storage()->host_ptr()) + start, bytes);
     return;

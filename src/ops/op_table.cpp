@@ -9,7 +9,7 @@ namespace forge {
 namespace {
 
 DType parse_dtype(const std::string& s, const char* op) {
-  for (DType d : {DType::F32, DType::U32, DType::F16, DType::BF16})
+  for (DType d : kAllDTypes)
     if (s == dtype_name(d)) return d;
   throw Error(ErrorKind::Format, std::string("op table: ") + op + ": unknown dtype " + s);
 }
