@@ -15,6 +15,8 @@
 
 #include "ci.h"
 #include "cli_runner.h"
+#include "forge/devices.h"
+#include "forge/op_table.h"
 #include "forge/version.h"
 
 namespace {
@@ -112,6 +114,50 @@ TEST(Cli, BenchMatmulJson) {
   const json j = parse_json(r);
   check_matmul_report(j, 33, 17, 65, 1);
   EXPECT_TRUE(j.at("gbps").is_null()) << "bandwidth is reported for m = 1 only";
+}
+
+// forge bench --op takes every op of the op table; each one but matmul (above) runs at GPT-2's
+// shapes over --rows tokens, on every device, and reports its time and bytes per second
+// (and GFLOP/s for the ops that compute more than they move).
+TEST(Cli, BenchOpTimesEveryOpOfTheTableOnEveryDevice) {
+  for (const forge::DeviceInfo& info : forge::list_devices()) {
+    const std::string dev = info.device.str();
+    for (const forge::OpInfo& op : forge::op_table()) {
+      if (op.name == "matmul") continue;
+      SCOPED_TRACE(op.name + " on " + dev);
+      const CliResult r =
+          run_forge("bench --op " + op.name + " --rows 16 --repeat 1 --json --device " + dev);
+      ASSERT_EQ(r.code, 0) << r.err;
+      const json j = parse_json(r);
+      EXPECT_EQ(j.at("op"), op.name);
+      EXPECT_EQ(j.at("device"), dev);
+      EXPECT_EQ(j.at("rows"), 16);
+      EXPECT_GT(j.at("ms").get<double>(), 0.0);
+      EXPECT_GT(j.at("gbps").get<double>(), 0.0);
+      const bool computes = op.name == "attention" || op.name == "attention_at" ||
+                            op.name == "layernorm_matmul" ||
+                            op.name == "matmul_add_layernorm_matmul";
+      EXPECT_EQ(j.at("gflops").is_null(), !computes);
+    }
+  }
+}
+
+TEST(Cli, BenchOpRefusesWhatItCannotRun) {
+  struct Bad {
+    const char* args;
+    const char* says;
+  };
+  for (const Bad& b :
+       {Bad{"bench --op nosuch", "--op"},
+        Bad{"bench --op add --m 3", "--m is for --op matmul, not --op add"},
+        Bad{"bench --op layernorm --trans-b", "--trans-b is for --op matmul"},
+        Bad{"bench --op matmul --m 2 --n 2 --k 2 --rows 5", "--rows is for the ops"},
+        Bad{"bench --op add --rows 0", "--rows"}, Bad{"bench --op add --rows 70000", "--rows"}}) {
+    const CliResult r = run_forge(b.args);
+    EXPECT_EQ(r.code, 1) << b.args;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << b.args << ": " << r.err;
+    EXPECT_NE(r.err.find(b.says), std::string::npos) << b.args << ": " << r.err;
+  }
 }
 
 TEST(Cli, BenchGemvReportsBandwidthOfB) {

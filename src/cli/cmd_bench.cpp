@@ -1,6 +1,7 @@
-// forge bench: times one op (--op matmul) on random inputs on any device (on the CPU side by
-// side with OpenBLAS when the build has it; elsewhere checked against forge's CPU result), or
-// a whole random-init model (--preset, see cmd_bench_model.cpp).
+// forge bench: times matmul (--op matmul) on random inputs on any device (on the CPU side by
+// side with OpenBLAS when the build has it; elsewhere checked against forge's CPU result),
+// any other op of the table (--op NAME: bench_op.cpp), or a whole random-init model
+// (--preset, see cmd_bench_model.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "forge/device_queue.h"
 #include "forge/devices.h"
@@ -46,51 +48,11 @@ struct BenchArgs {
   MatmulBenchOptions matmul;
   ModelBenchOptions model;
   std::string preset;
+  int64_t rows = 1024;  // --op other than matmul
 };
 
 [[noreturn]] void fail(ErrorKind kind, const std::string& what) {
   throw Error(kind, "bench: " + what);
-}
-
-/// Uniform values in [-1, 1) from a counter-based hash: reproducible and fast enough for the
-/// 38M elements of the LM-head shape (a std::mt19937 loop would dominate the run).
-void fill_random(Tensor& t, uint64_t seed) {
-  float* p = t.data<float>();
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = static_cast<float>(dropout_hash(seed, static_cast<uint64_t>(i)) >> 8) *
-               (2.0f / 16777216.0f) -
-           1.0f;
-}
-
-using Clock = std::chrono::steady_clock;
-
-/// Seconds per call of fn, averaged over `calls` back-to-back calls and one `sync` after them
-/// (a GPU backend only records the calls: sync waits until the device has run them).
-double seconds_per_call(const std::function<void()>& fn, int64_t calls,
-                        const std::function<void()>& sync) {
-  const auto t0 = Clock::now();
-  for (int64_t i = 0; i < calls; ++i) fn();
-  if (sync) sync();
-  return std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(calls);
-}
-
-/// Warm-up, then the median over `repeat` samples of the time per call. A sample repeats
-/// the call until it lasts >= 2 ms, so that tiny shapes are not lost in timer noise.
-double median_seconds(const std::function<void()>& fn, int repeat,
-                      const std::function<void()>& sync = {}) {
-  // The first call pays page faults, pool wake-up, lazily built tables (and pipelines); the
-  // second one estimates the steady cost.
-  seconds_per_call(fn, 1, sync);
-  const double estimate = std::max(seconds_per_call(fn, 1, sync), 1e-9);
-  const int64_t inner =
-      std::clamp<int64_t>(static_cast<int64_t>(std::ceil(2e-3 / estimate)), 1, int64_t{1} << 20);
-  std::vector<double> samples;
-  samples.reserve(static_cast<size_t>(repeat));
-  for (int r = 0; r < repeat; ++r) samples.push_back(seconds_per_call(fn, inner, sync));
-  std::sort(samples.begin(), samples.end());
-  const size_t mid = samples.size() / 2;
-  return samples.size() % 2 ? samples[mid] : 0.5 * (samples[mid - 1] + samples[mid]);
 }
 
 std::string shape_text(int64_t batch, int64_t rows, int64_t cols) {
@@ -291,7 +253,7 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
 void register_bench(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
-      "Benchmark one op (--op matmul) or a random-init model (--preset NAME); the global "
+      "Benchmark one op (--op NAME) or a random-init model (--preset NAME); the global "
       "--threads T may follow the subcommand");
   // Parsed values must outlive register_bench: the action runs after parsing.
   auto args = std::make_shared<BenchArgs>();
@@ -299,8 +261,11 @@ void register_bench(CLI::App& app, Action& action) {
   ModelBenchOptions& po = args->model;
   const int64_t max_dim = (int64_t{1} << 31) - 1;
 
-  CLI::Option* op = cmd->add_option("--op", mo.op, "The op to time")
-                        ->check(CLI::IsMember({std::string("matmul")}));
+  CLI::Option* op =
+      cmd->add_option("--op", mo.op,
+                      "The op to time: any op of the op table (matmul takes --m, --n, --k and "
+                      "its flags; the others run at GPT-2 124M's shapes over --rows tokens)")
+          ->check(CLI::IsMember(bench_op_names()));
   CLI::Option* preset =
       cmd->add_option("--preset", args->preset, "A model preset, e.g. gpt2 (124M shapes)");
   op->excludes(preset);
@@ -319,10 +284,17 @@ void register_bench(CLI::App& app, Action& action) {
       cmd->add_flag("--gelu", mo.gelu, "matmul: the gelu epilogue (MatmulSpec::gelu)"),
       cmd->add_flag("--accumulate", mo.accumulate,
                     "matmul: time matmul_add_ (add the product to an [M, N] accumulator)"),
-      cmd->add_option("--repeat", mo.repeat, "matmul: timed samples; the median is reported")
-          ->check(int_in_range(1, 10000))
-          ->capture_default_str(),
   };
+  CLI::Option* rows_opt =
+      cmd->add_option("--rows", args->rows, "--op other than matmul: tokens (rows) of its operands")
+          ->check(int_in_range(1, 65536))
+          ->capture_default_str();
+  CLI::Option* repeat =
+      cmd->add_option("--repeat", mo.repeat, "--op: timed samples; the median is reported")
+          ->check(int_in_range(1, 10000))
+          ->capture_default_str();
+  op_only.push_back(rows_opt);
+  op_only.push_back(repeat);
   // --preset NAME
   std::vector<CLI::Option*> preset_only = {
       cmd->add_option("--prompt-tokens", po.prompt_tokens, "preset: prompt length (prefill)")
@@ -356,10 +328,25 @@ void register_bench(CLI::App& app, Action& action) {
   cmd->add_option("--device", po.device, "Device to run on (" + device_choices() + ")")
       ->capture_default_str();
 
-  cmd->callback([&action, args] {
-    action = [args]() -> int {
+  const std::vector<CLI::Option*> matmul_only(op_only.begin(), op_only.begin() + 8);
+  cmd->callback([&action, args, rows_opt, matmul_only] {
+    action = [args, rows_opt, matmul_only]() -> int {
       if (args->matmul.op.empty() && args->preset.empty())
-        fail(ErrorKind::Format, "give exactly one of --op matmul or --preset NAME");
+        fail(ErrorKind::Format, "give exactly one of --op NAME or --preset NAME");
+      if (!args->matmul.op.empty() && args->matmul.op != "matmul") {
+        for (const CLI::Option* o : matmul_only)
+          if (o->count() > 0)
+            fail(ErrorKind::Format,
+                 o->get_name() + " is for --op matmul, not --op " + args->matmul.op);
+        OpBenchOptions options;
+        options.op = args->matmul.op;
+        options.rows = args->rows;
+        options.repeat = args->matmul.repeat;
+        options.device = args->model.device;
+        options.json = args->matmul.json;
+        return bench_op(options);
+      }
+      if (rows_opt->count() > 0) fail(ErrorKind::Format, "--rows is for the ops other than matmul");
       if (!args->preset.empty()) {
         ModelBenchOptions options = args->model;
         options.preset = args->preset;

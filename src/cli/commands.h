@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "forge/devices.h"
 
@@ -16,7 +17,7 @@ using Action = std::function<int()>;
 /// Each register_* adds one subcommand to `app` and stores its action in `action` when the
 /// user picks it.
 void register_devices(CLI::App& app, Action& action);
-void register_bench(CLI::App& app, Action& action);  // --op matmul | --preset NAME
+void register_bench(CLI::App& app, Action& action);  // --op NAME | --preset NAME
 void register_generate(CLI::App& app, Action& action);
 void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
 void register_eval(CLI::App& app, Action& action);
@@ -41,5 +42,19 @@ struct ModelBenchOptions {
 };
 /// Runs the model benchmark (cmd_bench_model.cpp) and prints its report.
 int bench_model(const ModelBenchOptions& options);
+
+/// Settings of `forge bench --op NAME` for the ops other than matmul (bench_op.cpp): the op
+/// at GPT-2 124M's shapes over `rows` tokens.
+struct OpBenchOptions {
+  std::string op;
+  int64_t rows = 1024;
+  int repeat = 10;
+  std::string device = "cpu";
+  bool json = false;
+};
+/// Times the op and prints its report; Error(Format) for a name that is not an op.
+int bench_op(const OpBenchOptions& options);
+/// The names --op takes: every op of the op table.
+std::vector<std::string> bench_op_names();
 
 }  // namespace forge::cli
