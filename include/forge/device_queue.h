@@ -95,6 +95,19 @@ class RecordedStep {
 /// Waits until all work queued on `device` has finished.
 void synchronize(Device device);
 
+/// What a device's queue has done since it was made, for tests and metrics: how often the
+/// host handed it work, replays of recorded steps, and allocations of device memory that no
+/// pooled buffer served. counted = false (and zeros) on a device that keeps no count (the
+/// CPU, whose buffers are plain host memory).
+struct DeviceStats {
+  bool counted = false;
+  uint64_t submits = 0;
+  uint64_t replays = 0;
+  uint64_t allocations = 0;
+  uint64_t dispatches = 0;
+};
+DeviceStats device_stats(Device device);
+
 /// Device time of one kernel over a profiled span.
 struct KernelTime {
   std::string kernel;  // the kernel (Vulkan: shader) name

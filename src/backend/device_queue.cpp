@@ -108,6 +108,8 @@ void RecordedStep::run() {
 
 void synchronize(Device device) { backend_for(device).synchronize(); }
 
+DeviceStats device_stats(Device device) { return backend_for(device).stats(); }
+
 void set_profiling(Device device, bool on) { backend_for(device).set_profiling(on); }
 
 std::vector<KernelTime> kernel_times(Device device) { return backend_for(device).kernel_times(); }

@@ -57,7 +57,7 @@ list(APPEND FORGE_BACKEND_SOURCES ${embedded})
 
 function(forge_vulkan_tests)
   foreach(suite AllOps/OpReference AllOps/OpParity AllDevices/OpExact MatmulTiles/OpTiles
-                BindingWindows/OpWindows)
+                BindingWindows/OpWindows EveryDevice/DeviceE2E)
     add_test(NAME ${suite}/vulkan COMMAND forge_tests "--gtest_filter=${suite}.*/vulkan_*")
     set_tests_properties(${suite}/vulkan PROPERTIES TIMEOUT 900)
   endforeach()
@@ -67,7 +67,7 @@ function(forge_vulkan_tests)
   # attention_at and captured decode steps are Unsupported).
   add_test(NAME AllOps/OpReference/vulkan_staging
            COMMAND forge_tests
-                   "--gtest_filter=AllOps/OpReference.*/vulkan_*:Vulkan.*-Vulkan.TrainingWithAWte*")
+                   "--gtest_filter=AllOps/OpReference.*/vulkan_*:EveryDevice/DeviceE2E.*/vulkan_*:Vulkan.*-Vulkan.TrainingWithAWte*")
   set_tests_properties(AllOps/OpReference/vulkan_staging PROPERTIES TIMEOUT 900
                        ENVIRONMENT "FORGE_VULKAN_STAGING=1;FORGE_VULKAN_PUSH_DESCRIPTORS=0;FORGE_VULKAN_MAX_BINDINGS=4")
   # Captured decode steps with the host's transfers through the staging buffer, as on a
@@ -75,7 +75,7 @@ function(forge_vulkan_tests)
   # and submitting shows in the submit counts).
   add_test(NAME Vulkan/staging_capture
            COMMAND forge_tests
-                   "--gtest_filter=Vulkan.DecodeSteps*:Vulkan.GreedyDecoder*:Vulkan.Gpt2Greedy*")
+                   "--gtest_filter=EveryDevice/DeviceE2E.DecodeSteps*/vulkan_*:EveryDevice/DeviceE2E.GreedyDecoder*/vulkan_*:EveryDevice/DeviceE2E.Gpt2Greedy*/vulkan_*")
   set_tests_properties(Vulkan/staging_capture PROPERTIES TIMEOUT 900
                        ENVIRONMENT "FORGE_VULKAN_STAGING=1")
   # gemv_chain (one dispatch for matmul_add_layernorm_matmul of one row; by default on
@@ -90,7 +90,7 @@ function(forge_vulkan_tests)
     endif()
     add_test(NAME AllOps/OpReference/vulkan_chain_${mode}
              COMMAND forge_tests
-                     "--gtest_filter=AllOps/OpReference.*/vulkan_*matmul_add_layernorm_*:AllOps/OpParity.*/vulkan_*matmul_add_layernorm_*:Vulkan.Gpt2*:Vulkan.DecodeSteps*")
+                     "--gtest_filter=AllOps/OpReference.*/vulkan_*matmul_add_layernorm_*:AllOps/OpParity.*/vulkan_*matmul_add_layernorm_*:EveryDevice/DeviceE2E.Gpt2*/vulkan_*:EveryDevice/DeviceE2E.DecodeSteps*/vulkan_*")
     set_tests_properties(AllOps/OpReference/vulkan_chain_${mode} PROPERTIES TIMEOUT 900
                          ENVIRONMENT "FORGE_VULKAN_CHAIN=${mode}${spin}")
   endforeach()

@@ -55,6 +55,10 @@ class VulkanBackend final : public Backend {
             size_t bytes) override;
   void synchronize() override;
   void set_profiling(bool on) override;
+  DeviceStats stats() const override {
+    const Context::Stats& s = ctx_->stats();
+    return {true, s.submits, s.replays, s.buffer_allocations, s.dispatches};
+  }
   /// settings.h's per-call settings (all Vulkan devices share them).
   void set_setting(const std::string& name, const std::string& value) override;
   std::string setting(const std::string& name) const override;

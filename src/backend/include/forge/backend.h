@@ -93,6 +93,8 @@ class Backend : public DeviceMemory {
   virtual std::vector<KernelTime> kernel_times();
   /// The backend's named switches (forge/devices.h, set_device_setting): change one between
   /// calls, read one, list them. The default has none: Error(Unsupported) naming the name.
+  /// Counts of the device's queue (forge/device_queue.h); the default keeps none.
+  virtual DeviceStats stats() const { return {}; }
   virtual void set_setting(const std::string& name, const std::string& value);
   virtual std::string setting(const std::string& name) const;
   virtual std::vector<std::string> setting_names() const { return {}; }
