@@ -19,8 +19,9 @@ namespace forge::train {
 /// Error(Io) "another forge train is writing OUT" if a live process holds the lock.
 void claim_run_dir(const std::string& out);
 
-/// Replaces `path` atomically (temp file, fsync, rename) with `text`. Error(Io).
-void write_file_atomic(const std::string& path, const std::string& text);
+/// Replaces `path` atomically (temp file, fsync, rename) with `text`. Error(Io) "<who>:
+/// <path>: ..." naming the caller.
+void write_file_atomic(const std::string& path, const std::string& text, const char* who = "train");
 
 /// Writes config.json + model.safetensors into `out` so that each replaces its old version
 /// atomically: saved into a staging folder in `out`, each file synced, then renamed over

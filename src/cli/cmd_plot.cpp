@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/loss_plot.h"
 #include "forge/error.h"
-#include "io/atomic_file.h"
+#include "forge/run_dir.h"
 
 namespace forge::cli {
 namespace {
@@ -67,9 +67,7 @@ int run_plot(const PlotArgs& a) {
   const std::string title =
       "forge train: " + fs::absolute(a.dir, ec).lexically_normal().filename().string();
   const std::string svg = loss_plot_svg(train, val, title);
-  io::AtomicFile file(out.string(), "plot");
-  file.write(svg.data(), svg.size());
-  file.commit();
+  train::write_file_atomic(out.string(), svg, "plot");
   std::printf("plot: wrote %s (%zu train and %zu validation points)\n", out.c_str(), train.size(),
               val.size());
   return 0;

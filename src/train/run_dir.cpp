@@ -49,8 +49,8 @@ void claim_run_dir(const std::string& dir) {
   fs::remove_all(out / kStagingDir, ec);  // a save that a kill interrupted
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  io::AtomicFile f(path, "train");
+void write_file_atomic(const std::string& path, const std::string& text, const char* who) {
+  io::AtomicFile f(path, who);
   f.write(text.data(), text.size());
   f.commit();
 }

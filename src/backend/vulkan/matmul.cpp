@@ -113,9 +113,9 @@ void VulkanBackend::gemm(const Arg& a, const Arg& b, const Arg* bias, const Arg&
   if (const uint64_t forced = settings().split_k; forced > 0) {
     splits = std::min<uint64_t>({forced, max_splits, std::max<uint32_t>(K, 1)});
   } else if (tiles_can_split) {
-    // The split count nearest fill_groups / tiles, >= 192 k each. H200, 64x128 tiles: 96
-    // tiles (N = 768, K = 768 or 3072) were fastest in 4 splits (0.072 / 0.19 ms, against
-    // 0.078 / 0.24 in 3), 288 and 384 tiles unsplit.
+    // The split count nearest fill_groups / tiles, >= 192 k each: on the H200, 96 tiles of
+    // 64x128 were fastest in 4 splits, 288 and 384 tiles unsplit (docs/PERFORMANCE.md,
+    // "Measurements that shaped the kernels").
     const uint64_t want = (tile->fill_groups + tiles / 2) / tiles;
     splits = std::clamp<uint64_t>(std::min<uint64_t>(want, K / 192), 1, max_splits);
   } else if (gemv_can_split && tiles < 16 && K >= 2048) {

@@ -239,7 +239,7 @@ float phase1(uint n0, uint t, uint q, uint h, out bool mine, out uint col) {
 // one row at a time (few registers: the workgroup holds its rows of W2 meanwhile), the same
 // sums in the same order. W1's loads are written out here and in phase1() rather than
 // shared through a row loader like load_w2_row: that one made the chains ~5% slower on the
-// H200 (0.313 against 0.296-0.299 ms a step).
+// H200 (docs/PERFORMANCE.md, "Measurements that shaped the kernels").
 void x_out_into_xs(uint t, uint q, uint h) {
   for (uint n0 = 0u; n0 < p.N1; n0 += 16u) {
     const uint n = n0 + 8u * h, base4 = (p.ob1 + n) / 4u, ldb4 = p.N1 / 4u;
