@@ -1,0 +1,237 @@
+// `forge train` under faults and bad input (the binary, FORGE_BINARY): SIGINT saves a
+// checkpoint that resumes bit for bit, a second signal exits at once, kills during saves and
+// a full disk leave a resumable folder, and bad hyperparameters, data and resumes are
+// refused with one `error:` line.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ci.h"
+#include "cli_runner.h"
+#include "cli_train_test_util.h"
+
+namespace {
+
+using namespace forge::test::cli_train;
+
+/// Starts forge with `args` in the background (stdout/stderr to files); returns its pid.
+pid_t spawn_forge(const std::vector<std::string>& args, const fs::path& err) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen(err.c_str(), "w", stderr);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(FORGE_BINARY));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(FORGE_BINARY, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits for the child; its exit code, 128 + signal, or -1 after `seconds`.
+int wait_for(pid_t pid, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+/// Waits until OUT/metrics.jsonl holds at least `lines` lines (false after 60 s).
+bool wait_for_metrics(const fs::path& out, size_t lines) {
+  for (int i = 0; i < 6000; ++i) {
+    const std::string m = slurp(out / "metrics.jsonl");
+    if (static_cast<size_t>(std::count(m.begin(), m.end(), '\n')) >= lines) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::vector<std::string> long_run_args(const fs::path& out, const std::string& save_every) {
+  return {"train", "--data",       g_text.string(), "--out",        out.string(), "--tokenizer",
+          "char",  "--preset",     "tiny",          "--batch",      "4",          "--seq",
+          "16",    "--steps",      "1000000",       "--eval-every", "0",          "--sample-every",
+          "0",     "--save-every", save_every,      "--threads",    "2"};
+}
+
+TEST_F(CliTrain, SigintSavesACheckpointThatResumes) {
+  const fs::path out = fresh_dir("sigint");
+  const fs::path err = g_root / "sigint.err";
+  const pid_t pid = spawn_forge(long_run_args(out, "0"), err);
+  ASSERT_TRUE(wait_for_metrics(out, 3)) << slurp(err);
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_for(pid, 60), 128 + SIGINT) << slurp(err);
+  const std::string e = slurp(err);
+  std::smatch mm;
+  ASSERT_TRUE(
+      std::regex_search(e, mm, std::regex("stopped at step (\\d+) of 1000000 \\(SIGINT\\)")))
+      << e;
+  const size_t k = std::stoul(mm[1]);
+  EXPECT_EQ(read_metrics(out).size(), k);
+  ASSERT_TRUE(fs::exists(out / "train_state.safetensors"));
+  // No temp file is left behind.
+  for (const auto& f : fs::directory_iterator(out))
+    EXPECT_EQ(f.path().filename().string().find(".tmp."), std::string::npos) << f.path();
+
+  const CliResult r =
+      run_forge("train --out " + out.string() + " --resume --stop-after 2 --threads 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(parse_json(r)["steps"], k + 2);
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_EQ(m.size(), k + 2);
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
+}
+
+TEST_F(CliTrain, SecondSignalExitsAtOnceLeavingAResumableCheckpoint) {
+  const fs::path out = fresh_dir("sigint2");
+  const fs::path err = g_root / "sigint2.err";
+  const pid_t pid = spawn_forge(long_run_args(out, "1"), err);  // saving every step
+  ASSERT_TRUE(wait_for_metrics(out, 3)) << slurp(err);
+  ::kill(pid, SIGINT);
+  ::kill(pid, SIGINT);
+  EXPECT_EQ(wait_for(pid, 60), 128 + SIGINT) << slurp(err);
+  const CliResult r =
+      run_forge("train --out " + out.string() + " --resume --stop-after 1 --threads 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Steps continue after the checkpoint the state file holds.
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_FALSE(m.empty());
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
+}
+
+TEST_F(CliTrain, KillDuringSavesLeavesAResumableFolder) {
+  const fs::path out = fresh_dir("sigkill");
+  const fs::path err = g_root / "sigkill.err";
+  const pid_t pid = spawn_forge(long_run_args(out, "1"), err);  // saving after every step
+  ASSERT_TRUE(wait_for_metrics(out, 5)) << slurp(err);
+  ::kill(pid, SIGKILL);  // most of the time is spent saving: likely mid-write
+  EXPECT_EQ(wait_for(pid, 60), 128 + SIGKILL);
+  // The model folder loads, and the state resumes (removing any temp file left behind).
+  const CliResult g =
+      run_forge("generate -m " + out.string() + " --prompt-ids 1,2 -n 2 --greedy --json");
+  EXPECT_EQ(g.code, 0) << g.err;
+  const CliResult r =
+      run_forge("train --out " + out.string() + " --resume --stop-after 1 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& f : fs::directory_iterator(out))
+    EXPECT_EQ(f.path().filename().string().find(".tmp."), std::string::npos) << f.path();
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_FALSE(m.empty());
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
+}
+
+TEST_F(CliTrain, DiskFullWhileSavingKeepsThePreviousCheckpoint) {
+  const fs::path full = fresh_dir("dfull_ref"), out = fresh_dir("dfull");
+  ASSERT_EQ(run_forge(tiny_args(full)).code, 0);
+  ASSERT_EQ(run_forge(tiny_args(out, "--stop-after 4")).code, 0);
+  const std::string state = slurp(out / "train_state.safetensors");
+  const std::string model = slurp(out / "model.safetensors");
+  ASSERT_GT(state.size(), 100000u);
+  // Files may grow to 64 blocks (32 or 64 KiB) at most: metrics and the plot fit, the
+  // training state (~1 MB) does not. SIGXFSZ ignored, so the write fails with EFBIG.
+  const CliResult r = run_forge("train --out " + out.string() + " --resume --threads 2", "",
+                                "ulimit -f 64; trap '' XFSZ;");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("\nerror: "), std::string::npos) << r.err;
+  EXPECT_EQ(read_metrics(out).size(), 8u);  // it did train to the end, and failed saving
+  EXPECT_TRUE(slurp(out / "train_state.safetensors") == state);
+  EXPECT_TRUE(slurp(out / "model.safetensors") == model);
+  // The surviving checkpoint resumes to exactly the uninterrupted run.
+  const CliResult again = run_forge("train --out " + out.string() + " --resume --threads 2");
+  ASSERT_EQ(again.code, 0) << again.err;
+  expect_same_run(result_of(full), result_of(out));
+}
+
+TEST_F(CliTrain, RejectsBadHyperparameters) {
+  const fs::path out = g_root / "bad_hyper";
+  expect_error(tiny_args(out, "--lr -1"), "--lr");
+  expect_error(tiny_args(out, "--dropout 1"), "--dropout");
+  expect_error(tiny_args(out, "--micro-batch 3"), "--micro-batch");
+  expect_error(tiny_args(out, "", 0), "--steps");
+  expect_error(tiny_args(out, "--val-fraction 0.9"), "--val-fraction");
+  std::string long_seq = tiny_args(out);
+  long_seq.replace(long_seq.find("--seq 16"), 8, "--seq 65");  // tiny's context is 64
+  expect_error(long_seq, "--seq 65");
+  expect_error(tiny_args(out, "--clip -1"), "--clip");
+  expect_error(tiny_args(out, "--weight-decay -0.5"), "--weight-decay");
+  expect_error(tiny_args(out, "--batch abc"), "--batch");
+  expect_error(tiny_args(out, "--embd 30 --heads 4"), "--embd 30");
+  EXPECT_FALSE(fs::exists(out / "train_state.safetensors"));
+}
+
+TEST_F(CliTrain, RejectsBadData) {
+  const fs::path dir = fresh_dir("bad_data");
+  const std::string common = " --tokenizer char --preset tiny --batch 4 --seq 16 --steps 2 ";
+  expect_error(
+      "train --data " + (dir / "missing.txt").string() + " --out " + (dir / "o1").string() + common,
+      "missing.txt");
+  write_bytes(dir / "empty.txt", "");
+  expect_error(
+      "train --data " + (dir / "empty.txt").string() + " --out " + (dir / "o2").string() + common,
+      "holds no tokens");
+  fs::create_directories(dir / "empty_folder");
+  expect_error("train --data " + (dir / "empty_folder").string() + " --out " +
+                   (dir / "o3").string() + common,
+               "no .txt files");
+  write_bytes(dir / "short.txt", std::string(40, 'a') + "bcd");
+  expect_error("train --data " + (dir / "short.txt").string() + " --out " + (dir / "o4").string() +
+                   common + " --val-fraction 0",
+               "shorter than one batch");
+  expect_error("train --out " + (dir / "o5").string() + common, "--data");
+}
+
+TEST_F(CliTrain, RejectsBadResumes) {
+  const fs::path dir = fresh_dir("bad_resume");
+  // No state at all.
+  expect_error("train --out " + (dir / "none").string() + " --resume", "no training state");
+  // A corrupt state.
+  fs::create_directories(dir / "corrupt");
+  write_bytes(dir / "corrupt" / "train_state.safetensors", "this is not a safetensors file");
+  expect_error("train --out " + (dir / "corrupt").string() + " --resume", "not a usable");
+  // A truncated state.
+  const fs::path good = dir / "good";
+  ASSERT_EQ(run_forge(tiny_args(good, "--stop-after 2")).code, 0);
+  fs::create_directories(dir / "truncated");
+  const std::string state = slurp(good / "train_state.safetensors");
+  write_bytes(dir / "truncated" / "train_state.safetensors", state.substr(0, state.size() / 2));
+  expect_error("train --out " + (dir / "truncated").string() + " --resume", "train_state");
+  // Options that change the trajectory must match the checkpoint.
+  const std::string resume = "train --out " + good.string() + " --resume ";
+  expect_error(resume + "--lr 1e-3", "--lr");
+  expect_error(resume + "--layers 3", "--layers");
+  expect_error(resume + "--batch 8", "--batch");
+  expect_error(resume + "--steps 9", "--steps");
+  // Different data.
+  write_bytes(dir / "other.txt", generated_text() + "different text at the end");
+  expect_error("train --out " + good.string() + " --resume --data " + (dir / "other.txt").string(),
+               "data does not match");
+  // A fresh run into a folder that holds one.
+  expect_error(tiny_args(good), "--resume");
+  // The state survives all of this and still resumes.
+  const CliResult r = run_forge("train --out " + good.string() + " --resume --threads 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(parse_json(r)["steps"], 8);
+}
+
+}  // namespace
