@@ -35,6 +35,11 @@ const char* prefill_kernel(int64_t hd, int64_t& rows) {
 // (matmul_add_layernorm_matmul as a copy and two kernels); solo (tests) -> gemv_chain whose
 // second-phase workgroups never wait, each computing the first phase itself.
 enum class ChainMode { off, on, never_wait };
+
+// The longest row (N1) for which a phase-2 invocation of gemv_chain holds all of its W2
+// values in registers (at most 6 per invocation): gemv_chain_preload loads them before its
+// wait.
+constexpr int64_t kChainPreloadMaxRow = 768;
 ChainMode chain_mode(bool discrete) {
   switch (settings().chain) {
     case Settings::Chain::off: return ChainMode::off;
@@ -358,8 +363,8 @@ void VulkanBackend::matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a
   // Without b2, binding 6 is a again (never read: flags2 has no bias).
   const uint32_t flags2 = (b2.defined() ? 4u : 0u) | (spec2.gelu ? kEpilogueGelu : 0u) |
                           (mode == ChainMode::never_wait ? 32u : 0u) | (narrow ? 64u : 0u);
-  // Rows of at most 768 (GPT-2 124M) take the variant that loads W2 before its wait.
-  ctx_->dispatch(N1 <= 768 ? "gemv_chain_768" : "gemv_chain",
+  // Short rows take the variant that loads its W2 values before its wait.
+  ctx_->dispatch(N1 <= kChainPreloadMaxRow ? "gemv_chain_preload" : "gemv_chain",
                  {in(a), in(w1), in(b1), in(x), out(x_new), in(w2), b2.defined() ? in(b2) : in(a),
                   out(o), in(gamma), in(beta), whole(*work_, true)},
                  {u(N1), u(K1), u(N2), flags2, f(eps), static_cast<uint32_t>(groups1),

@@ -1,6 +1,7 @@
-// The body of gemv_chain.comp and gemv_chain_768.comp (CHAIN_ROW_768: rows of N1 <= 768,
-// GPT-2 124M's). matmul_add_layernorm_matmul for one row in one dispatch (the seam between
-// two pre-norm sublayers of a decode step):
+// The body of gemv_chain.comp and gemv_chain_preload.comp (CHAIN_PRELOAD_W2: rows of
+// N1 <= 768, whose W2 values a phase-2 invocation holds in registers).
+// matmul_add_layernorm_matmul for one row in one dispatch (the seam between two pre-norm
+// sublayers of a decode step):
 //   phase 1: x_out = x_in + (a @ W1 + b1)                 gemv_n's work, 16 (8) columns of N1
 //   phase 2: out = epilogue(layernorm(x_out) @ W2 + b2)    gemv_n_ln's, 16 columns of N2
 // with the same sums in the same order as those two kernels: the same bits.
@@ -61,7 +62,7 @@ layout(push_constant) uniform P {
   uint groups1, groups2;
 } p;
 
-#ifdef CHAIN_ROW_768
+#ifdef CHAIN_PRELOAD_W2
 // Rows of at most 768: the layernorm holds 3 elements per invocation instead of 8, and
 // phase 2 loads all its rows of W2 (6 per invocation, 48 registers) before the poll.
 const uint kRowMax = 768u, kLnSlots = 3u, kPrefetch = 6u;
@@ -162,7 +163,7 @@ void normalize_into_xs(bool ready, uint t) {
 // added in the same order by pair q), and column_sum16 adds the pairs' sums in their order:
 // the same bits. 16 columns, not 8: half the workgroups, so that all of a dispatch's fit on
 // the GPU at once (on the H200, at ~106 registers an invocation, 2 workgroups per SM)
-// although phase 2 holds its rows of W2 in registers: with CHAIN_ROW_768 all of them (at most 6), loaded
+// although phase 2 holds its rows of W2 in registers: with CHAIN_PRELOAD_W2 all of them (at most 6), loaded
 // before the poll. They arrive while phase 1 runs, and the product after the layernorm
 // waits on no memory (on the H200 that wait was ~2.3 us of a chain's ~12; the layernorm to
 // the end took 0.4 us once the rows were loaded ahead).
@@ -265,7 +266,7 @@ float phase2(uint n0, uint t, uint q, uint h, out bool ready) {
   const bool mine = t < 16u && n0 + t < p.N2;
   const float e_bias = mine && (p.flags2 & 4u) != 0u ? bias2[p.obias2 + n0 + t] : 0.0;
   vec4 lo = vec4(0.0), hi = vec4(0.0);
-#ifdef CHAIN_ROW_768
+#ifdef CHAIN_PRELOAD_W2
   vec4 pre_lo[kPrefetch], pre_hi[kPrefetch];
   [[unroll]] for (uint u = 0u; u < kPrefetch; ++u)
     load_w2_row(n, q + u * kPairs, pre_lo[u], pre_hi[u]);
