@@ -138,6 +138,10 @@ class Tape {
   size_t num_records() const;
   /// True once backward has run (the tape then accepts no new ops).
   bool backward_done() const;
+  /// The ops recorded and not yet released, in recording order, by the names of ops.h's
+  /// functions ("embedding", "layernorm_matmul", ...): a fused function below appears once,
+  /// under its own name, however many parts it recorded; views (reshape) are not ops.
+  std::vector<std::string> recorded_ops() const;
 
  private:
   void backward(const Var& root, const Tensor& seed, const float* host_seed);
@@ -180,6 +184,35 @@ Var dropout(const Var& x, float p, uint64_t seed);
 Var scale(const Var& x, float s);
 /// A view of x with another shape of the same numel; the gradient is reshaped back.
 Var reshape(const Var& x, const Shape& shape);
+
+// ----------------------------------------------------------------------------------------
+// Fused functions: the fused ops of ops.h (and attention) made differentiable. Each records
+// as one op under ops.h's name (Tape::recorded_ops), so that a model written once fuses its
+// training forward the way its inference does; the forward keeps what the backward needs
+// (the layernorm's output, the GELU's input, the attention probabilities) by running the
+// parts, whose rules are the backward. Dropout (p > 0, `seed` as ag::dropout's) sits where
+// HF's GPT-2 has it.
+// ----------------------------------------------------------------------------------------
+
+/// matmul(layernorm(x, gamma, beta, eps), w, spec, bias); spec.gelu applies GELU after.
+Var layernorm_matmul(const Var& x, const Var& gamma, const Var& beta, float eps, const Var& w,
+                     const MatmulSpec& spec = {}, const Var& bias = Var());
+
+/// The seam between two sublayers, as ops.h's matmul_add_layernorm_matmul:
+///   x_new = x + dropout(a @ w1 + b1, p, seed);  out = layernorm_matmul(x_new, gamma, beta,
+///   eps, w2, spec2, b2). Returns {x_new, out}.
+std::array<Var, 2> matmul_add_layernorm_matmul(const Var& x, const Var& a, const Var& w1,
+                                               const Var& b1, const Var& gamma, const Var& beta,
+                                               float eps, const Var& w2, const MatmulSpec& spec2,
+                                               const Var& b2, float p = 0.0f, uint64_t seed = 0);
+
+/// x + dropout(a @ w + bias, p, seed): ops.h's matmul_add_, out of place (a residual update).
+Var matmul_add(const Var& x, const Var& a, const Var& w, const Var& bias, float p = 0.0f,
+               uint64_t seed = 0);
+
+/// Causal self-attention of qkv [B, T, 3C] with n_head heads, as ops.h's attention without
+/// caches: merge_heads(dropout(softmax(q k^T / sqrt(hd)), p, seed) v) -> [B, T, C].
+Var attention(const Var& qkv, int64_t n_head, float p = 0.0f, uint64_t seed = 0);
 
 /// The mean cross-entropy of the LM head, cross_entropy(matmul(h, head, {.trans_b = true}),
 /// targets), computed in blocks of block_rows rows so that no logits buffer exceeds

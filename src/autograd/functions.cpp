@@ -62,7 +62,9 @@ std::vector<Var> emit_many(const char* op, const std::shared_ptr<TapeState>& tap
     vars.push_back(Access::make_var(n));
     outputs.push_back(std::move(n));
   }
-  if (any) tape->records.push_back({op, std::move(inputs), std::move(outputs), std::move(rule)});
+  if (any)
+    tape->records.push_back({op, tape->fused, tape->fused_call, std::move(inputs),
+                             std::move(outputs), std::move(rule)});
   return vars;
 }
 

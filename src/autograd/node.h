@@ -73,6 +73,10 @@ class BackwardCtx {
 
 struct Record {
   const char* op = "";
+  // The fused function (ag::layernorm_matmul, ...) this record is a part of, and which call
+  // of it: Tape::recorded_ops names that call once.
+  const char* fused = nullptr;
+  uint64_t fused_call = 0;
   std::vector<std::shared_ptr<Node>> inputs;
   std::vector<std::shared_ptr<Node>> outputs;
   std::function<void(BackwardCtx&)> backward;
@@ -81,6 +85,22 @@ struct Record {
 struct TapeState {
   std::vector<Record> records;
   bool backward_done = false;
+  // The fused function being recorded (outermost), its call number, and the calls so far.
+  const char* fused = nullptr;
+  uint64_t fused_call = 0, fused_calls = 0;
+};
+
+/// While alive, records made on `tape` are parts of one call of the fused function `name`
+/// (nested fused functions count as parts of the outermost).
+class FusedScope {
+ public:
+  FusedScope(const std::shared_ptr<TapeState>& tape, const char* name);
+  ~FusedScope();
+  FusedScope(const FusedScope&) = delete;
+  FusedScope& operator=(const FusedScope&) = delete;
+
+ private:
+  std::shared_ptr<TapeState> tape_;  // null when an outer scope is open
 };
 
 /// Accumulates g into a node's gradient (or its parameter's). `op` names the caller for

@@ -1,5 +1,6 @@
 // The autograd engine: Parameter and Var handles, the Tape, gradient accumulation and the
 // reverse walk.
+#include <string_view>
 #include <utility>
 
 #include "autograd/node.h"
@@ -270,6 +271,39 @@ void Tape::backward(const Var& root, const Tensor& seed, const float* host_seed)
 }
 
 size_t Tape::num_records() const { return state_ ? state_->records.size() : 0; }
+
+std::vector<std::string> Tape::recorded_ops() const {
+  std::vector<std::string> out;
+  if (!state_) return out;
+  const Record* last = nullptr;
+  for (const Record& r : state_->records) {
+    if (r.fused) {
+      if (!last || last->fused != r.fused || last->fused_call != r.fused_call)
+        out.emplace_back(r.fused);
+    } else if (std::string_view(r.op) != "ag::reshape") {
+      std::string_view name(r.op);
+      if (name.substr(0, 4) == "ag::") name.remove_prefix(4);
+      out.emplace_back(name);
+    }
+    last = &r;
+  }
+  return out;
+}
+
+namespace detail {
+
+FusedScope::FusedScope(const std::shared_ptr<TapeState>& tape, const char* name) {
+  if (!tape || tape->fused) return;
+  tape_ = tape;
+  tape_->fused = name;
+  tape_->fused_call = ++tape_->fused_calls;
+}
+
+FusedScope::~FusedScope() {
+  if (tape_) tape_->fused = nullptr;
+}
+
+}  // namespace detail
 bool Tape::backward_done() const { return state_ && state_->backward_done; }
 
 }  // namespace forge::ag
