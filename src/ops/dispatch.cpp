@@ -3,9 +3,35 @@
 #include <chrono>
 
 #include "forge/error.h"
+#include "forge/op_trace.h"
+
+namespace forge {
+namespace {
+thread_local OpTrace* active_trace = nullptr;
+thread_local int call_depth = 0;  // run() calls in progress on this thread
+}  // namespace
+
+struct OpTraceAccess {
+  static void note(const char* function) {
+    if (active_trace && call_depth == 0) active_trace->ops_.emplace_back(function);
+  }
+};
+
+OpTrace::OpTrace() : outer_(active_trace) { active_trace = this; }
+OpTrace::~OpTrace() { active_trace = outer_; }
+
+}  // namespace forge
 
 namespace forge::ops_detail {
 namespace {
+
+/// Counts the run() calls in progress (a composition's parts run inside its call).
+struct CallDepth {
+  CallDepth() { ++call_depth; }
+  ~CallDepth() { --call_depth; }
+  CallDepth(const CallDepth&) = delete;
+  CallDepth& operator=(const CallDepth&) = delete;
+};
 
 DTypeKey key_of(const OpCall& c) {
   const OpInfo& info = op_info(c.op);
@@ -30,6 +56,8 @@ void compose(Backend& be, const OpCall& c) {
 }  // namespace
 
 void run(Backend& be, const OpCall& call) {
+  OpTraceAccess::note(call.function);
+  const CallDepth depth;
   const DTypeKey key = key_of(call);
   const KernelEntry* k = be.find_kernel(call.op, key);
   if (k && (!k->accepts || k->accepts(be, call))) {
