@@ -1,6 +1,7 @@
 // What the end-to-end tests share, on any device: a tolerance check of float vectors,
-// greedy decoding three ways (forward_cached step by step, its logits, GreedyDecoder), and
-// the same training steps of a tiny model (losses, grad norms, final weights).
+// greedy decoding three ways (forward_cached step by step, its logits, GreedyDecoder), a
+// batch of sequences decoded at their own positions, and the same training steps of a tiny
+// model (losses, grad norms, final weights).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,6 +154,107 @@ inline void expect_same_training(const TrainRun& got, const TrainRun& want, cons
   for (const auto& v : got.weights) g.insert(g.end(), v.begin(), v.end());
   for (const auto& v : want.weights) w.insert(w.end(), v.begin(), v.end());
   expect_near(g, w, 1e-4, what + ": final weights");
+}
+
+/// n token ids in [0, V), a different run of them for each seed.
+inline std::vector<uint32_t> test_ids(int64_t n, int64_t V, uint32_t seed) {
+  std::vector<uint32_t> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<uint32_t>((i * 389u + seed * 7919u + 11u) % static_cast<uint64_t>(V));
+  return v;
+}
+
+inline uint32_t argmax_of(const std::vector<float>& row) {
+  return static_cast<uint32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+/// One sequence decoded alone (a cache of one row): the logits after its prompt and after
+/// each of `steps` greedy tokens.
+inline std::vector<std::vector<float>> decode_alone(const gpt2::Model& m,
+                                                    const std::vector<uint32_t>& prompt,
+                                                    int steps) {
+  gpt2::KVCache cache(m, 1);
+  std::vector<std::vector<float>> out;
+  out.push_back(
+      m.forward_cached(Tensor::from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}), cache)
+          .to_vector<float>());
+  for (int i = 0; i < steps; ++i)
+    out.push_back(
+        m.forward_cached(Tensor::from_vector(std::vector<uint32_t>{argmax_of(out.back())}, {1, 1}),
+                         cache)
+            .to_vector<float>());
+  return out;
+}
+
+/// Model::decode of a batch of sequences at their own positions in one cache of 3 rows,
+/// joining (reset + prefill into a row) and leaving between steps, in any row order, and
+/// forward_cached's T = 1 step over rows at different positions: every sequence's logits
+/// within `tol` of `ref` decoding it alone.
+inline void check_batch_decode(const gpt2::Model& m, const gpt2::Model& ref, double tol) {
+  const gpt2::Config& c = m.config();
+  const int64_t V = c.vocab_size;
+  // Prompts of 3, 7 and 5 tokens; a fourth joins in row 1 when the second leaves.
+  const std::vector<std::vector<uint32_t>> prompts = {test_ids(3, V, 1), test_ids(7, V, 2),
+                                                      test_ids(5, V, 3), test_ids(4, V, 4)};
+  std::vector<std::vector<std::vector<float>>> want;
+  for (const auto& p : prompts) want.push_back(decode_alone(ref, p, 8));
+
+  gpt2::KVCache cache(m, 3);
+  std::map<int64_t, size_t> seq_of_row;  // row -> sequence
+  std::vector<int> done(prompts.size(), 0);
+  std::vector<uint32_t> next(prompts.size());
+  auto join = [&](size_t s, int64_t row) {
+    cache.reset(row);
+    const std::vector<float> got =
+        m.prefill(Tensor::from_vector(prompts[s], {1, static_cast<int64_t>(prompts[s].size())}),
+                  cache, row)
+            .to_vector<float>();
+    expect_near(got, want[s][0], tol, "prefill of sequence " + std::to_string(s));
+    EXPECT_EQ(cache.length(row), static_cast<int64_t>(prompts[s].size()));
+    next[s] = argmax_of(want[s][0]);
+    seq_of_row[row] = s;
+  };
+  auto step = [&](const std::vector<int64_t>& rows) {
+    std::vector<uint32_t> tokens;
+    for (int64_t r : rows) tokens.push_back(next[seq_of_row.at(r)]);
+    const Tensor logits = m.decode(tokens, rows, cache);
+    ASSERT_EQ(logits.shape(), Shape({static_cast<int64_t>(rows.size()), V}));
+    const std::vector<float> all = logits.to_vector<float>();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const size_t s = seq_of_row.at(rows[i]);
+      const int k = ++done[s];
+      const std::vector<float> got(all.begin() + static_cast<int64_t>(i) * V,
+                                   all.begin() + static_cast<int64_t>(i + 1) * V);
+      expect_near(got, want[s][static_cast<size_t>(k)], tol,
+                  "sequence " + std::to_string(s) + " step " + std::to_string(k));
+      EXPECT_EQ(cache.length(rows[i]), static_cast<int64_t>(prompts[s].size()) + k);
+      next[s] = argmax_of(want[s][static_cast<size_t>(k)]);
+    }
+  };
+  join(0, 0);
+  join(1, 1);
+  step({0, 1});  // rows at positions 3 and 7
+  join(2, 2);
+  step({0, 1, 2});
+  step({2, 0, 1});  // any order
+  step({0, 2});     // row 1 waits a step: it keeps its length
+  EXPECT_EQ(cache.length(1), 7 + 3);
+  step({1});
+  join(3, 1);  // sequence 1 leaves; sequence 3 takes its row
+  step({0, 1, 2});
+  step({1, 2});
+  step({0, 1, 2});
+  // forward_cached's decode step is the same path: every row at its own position.
+  std::vector<uint32_t> tokens;
+  for (int64_t r = 0; r < 3; ++r) tokens.push_back(next[seq_of_row.at(r)]);
+  const std::vector<float> all =
+      m.forward_cached(Tensor::from_vector(tokens, {3, 1}), cache).to_vector<float>();
+  for (int64_t r = 0; r < 3; ++r) {
+    const size_t s = seq_of_row.at(r);
+    const std::vector<float> got(all.begin() + r * V, all.begin() + (r + 1) * V);
+    expect_near(got, want[s][static_cast<size_t>(++done[s])], tol,
+                "forward_cached row " + std::to_string(r));
+  }
 }
 
 }  // namespace forge::test

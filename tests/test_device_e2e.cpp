@@ -171,6 +171,12 @@ TEST_P(DeviceE2E, DecodeStepsReplayACapturedGraph) {
     expect_near(other_replayed[i], other_plain[i], 1e-5, "other model, step " + std::to_string(i));
 }
 
+// The one decode path with sequences at their own positions in a shared cache, joining and
+// leaving between steps: every sequence's logits as the CPU gives decoding it alone.
+TEST_P(DeviceE2E, BatchedDecodeMatchesTheCpuDecodingAlone) {
+  check_batch_decode(golden_model(GetParam()), golden_model(Device::cpu()), 1e-3);
+}
+
 // Reads that let the device run ahead: a read taken before later work sees the bytes as
 // they were then, whichever ticket is waited for first; a ticket is good for one wait of
 // its own size. The CPU's default reads at once and keeps the bytes.

@@ -168,15 +168,34 @@ class Model {
   /// < V; 1 <= T <= n_ctx. Returns logits [B, T, V] on the model's device.
   Tensor forward(const Tensor& ids) const;
 
-  /// Forward of T new tokens per sequence that continue the sequences held by `cache`:
-  /// positions cache.length() .. cache.length() + T - 1. Appends their keys/values to the
-  /// cache and advances it. T > 1 is a prefill, T = 1 a decode step. ids: U32 [B, T] with
-  /// B = cache.batch(). Returns the logits of the last new position [B, V], or with
-  /// `all_logits` those of every new position [B, T, V].
-  /// Errors: Range if length + T exceeds the cache's capacity; Range for ids >= V; Shape for
-  /// a batch other than the cache's; Device if the cache belongs to another device.
-  /// On error the cache is left unchanged.
+  /// Forward of T new tokens per sequence that continue the sequences held by `cache`: row
+  /// b's tokens take positions cache.length(b) .. cache.length(b) + T - 1. Appends their
+  /// keys/values to the cache and advances it. T > 1 is a prefill, T = 1 a decode step (the
+  /// rows may then be at different positions). ids: U32 [B, T] with B = cache.batch().
+  /// Returns the logits of the last new position [B, V], or with `all_logits` those of every
+  /// new position [B, T, V].
+  /// Errors: Range if a row's length + T exceeds the cache's capacity or n_ctx; Range for ids
+  /// >= V; Shape for a batch other than the cache's; Device if the cache belongs to another
+  /// device. On error the cache is left unchanged.
   Tensor forward_cached(const Tensor& ids, KVCache& cache, bool all_logits = false) const;
+
+  /// forward_cached() of one sequence, the one in cache row `row` (a sequence joining a
+  /// batch: cache.reset(row), then prefill its prompt here). ids: U32 [T] or [1, T].
+  /// Returns [1, V] (or [1, T, V]). Errors as forward_cached's; Range for a row outside
+  /// [0, cache.batch()).
+  Tensor prefill(const Tensor& ids, KVCache& cache, int64_t row, bool all_logits = false) const;
+
+  /// One decode step of sequences at their own positions: tokens[i] continues the sequence
+  /// in cache row rows[i], at position cache.length(rows[i]). Returns logits [n, V] (row i
+  /// for tokens[i]) and advances those rows by one; rows not named are untouched, so
+  /// sequences join (reset(row) + prefill) and leave between steps. This is the one decode
+  /// path: forward_cached's T = 1 steps come here, and on a GPU that replays recorded steps a
+  /// one-sequence cache runs its recorded step.
+  /// Errors: tokens and rows empty or of different sizes (Shape); a row outside
+  /// [0, batch) or named twice, a full row, ids >= V (Range); the cache's errors as above.
+  /// On error the cache is left unchanged.
+  Tensor decode(const std::vector<uint32_t>& tokens, const std::vector<int64_t>& rows,
+                KVCache& cache) const;
 
   /// Hidden states after the final LayerNorm, [B, T, C], without the LM head (for scoring
   /// in slices). Same contract as forward().
@@ -185,10 +204,12 @@ class Model {
   Tensor lm_head(const Tensor& h) const;
 
  private:
-  // The one forward pass behind forward/forward_cached/hidden: ids [B, T] at positions
-  // pos.. (pos = cache ? cache->length() : 0); returns hidden states after ln_f
-  // (`head` false) or logits; of every position (`all`) or only the last one ([B, *]).
-  Tensor run(const Tensor& ids, KVCache* cache, bool head, bool all, const char* fn) const;
+  // The one forward pass behind forward/forward_cached/prefill/decode/hidden: ids [n, T]
+  // (range-checked) for cache rows `rows` (one per sequence; none without a cache), each
+  // sequence at its row's length; returns hidden states after ln_f (`head` false) or
+  // logits; of every position (`all`) or only the last one ([n, *]).
+  Tensor run(const Tensor& ids, KVCache* cache, const std::vector<int64_t>& rows, bool head,
+             bool all, const char* fn) const;
   friend class GreedyDecoder;
   // Error(Shape) for a cache made for another model shape, Error(Device) for one on another
   // device; `fn` names the caller.
@@ -215,20 +236,25 @@ class KVCache {
 
   int64_t batch() const { return batch_; }
   int64_t capacity() const { return capacity_; }
-  /// Positions already held (the next token's position).
-  int64_t length() const { return length_; }
+  /// Positions row `row` already holds (its next token's position). Error(Range) for a row
+  /// outside [0, batch).
+  int64_t length(int64_t row = 0) const;
   Device device() const { return device_; }
-  /// Forgets the cached positions (keeps the buffers).
-  void reset() { length_ = 0; }
+  /// Forgets the cached positions of every row (keeps the buffers).
+  void reset();
+  /// Forgets row `row`'s positions (a sequence leaves; another may start there).
+  void reset(int64_t row);
 
-  /// Layer l's caches [B * H, capacity, hd]; the first length() rows per group are valid.
+  /// Layer l's caches [B * H, capacity, hd]; row b's heads are groups b H .. b H + H - 1,
+  /// and the first length(b) positions of each are valid.
   const Tensor& k(int64_t layer) const { return k_.at(static_cast<size_t>(layer)); }
   const Tensor& v(int64_t layer) const { return v_.at(static_cast<size_t>(layer)); }
 
  private:
   friend class Model;
   friend class GreedyDecoder;
-  int64_t batch_ = 0, capacity_ = 0, length_ = 0;
+  int64_t batch_ = 0, capacity_ = 0;
+  std::vector<int64_t> lengths_;  // per row
   int64_t n_layer_ = 0, n_head_ = 0, head_dim_ = 0;
   Device device_ = Device::cpu();
   std::vector<Tensor> k_, v_;

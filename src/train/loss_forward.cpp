@@ -1,24 +1,19 @@
-// The training forward of GPT-2 over autograd: src/models/gpt2/forward.cpp's full forward
-// written with ag:: functions, plus dropout at HF GPT2LMHeadModel's four sites and the
-// mean cross-entropy.
+// The training forward of GPT-2: the one definition of src/models/gpt2/definition.h over
+// autograd Vars (the fused ops of autograd.h), with dropout at HF GPT2LMHeadModel's four
+// sites, and the mean cross-entropy of the LM head.
 //
-//   x = drop(wte[ids] + wpe[pos])                                x: [B*T, C]
-//   per block l:
-//     a = drop(softmax_causal(q k^T / sqrt(hd)))                 a: [B*H, T, T]
-//     x = x + drop(merge_heads(a v) @ Wproj + bproj)
-//     x = x + drop(gelu(ln_2(x) @ Wfc + bfc) @ Wfcproj + bfcproj)
 //   loss = mean CE(ln_f(x) @ wte^T, targets)                     (tied: wte gets both grads)
-//
-// Dropout sites, in HF order (site s draws its mask with dropout_site_seed(seed, s)):
-//   0: embeddings; 1 + 3 l: attention probabilities of block l; 2 + 3 l: attention output
-//   (after c_proj); 3 + 3 l: MLP output (after c_proj).
 #include <cmath>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/ops.h"
 #include "forge/train.h"
+#include "models/gpt2/definition.h"
 
 namespace forge::train {
 namespace {
@@ -27,7 +22,7 @@ namespace {
   throw Error(kind, std::string(fn) + ": " + what);
 }
 
-/// Checks ids (U32 [B, T], 1 <= T <= n_ctx, every id < V) and returns them.
+/// Checks ids (U32 [B, T], 1 <= T <= n_ctx, every id < V).
 void check_ids(const char* fn, const char* what, const Tensor& ids, const gpt2::Config& c) {
   if (!ids.defined()) fail(fn, ErrorKind::Shape, std::string(what) + " is an undefined tensor");
   if (ids.dtype() != DType::U32)
@@ -40,13 +35,61 @@ void check_ids(const char* fn, const char* what, const Tensor& ids, const gpt2::
          std::string(what) + " " + ids.shape().str() +
              ": T exceeds n_ctx = " + std::to_string(c.n_ctx));
   const std::vector<uint32_t> host = ids.to_vector<uint32_t>();
-  for (size_t i = 0; i < host.size(); ++i)
-    if (static_cast<int64_t>(host[i]) >= c.vocab_size)
-      fail(fn, ErrorKind::Range,
-           std::string(what) + " holds id " + std::to_string(host[i]) + " at flat index " +
-               std::to_string(i) +
-               ", outside the vocabulary (vocab_size = " + std::to_string(c.vocab_size) + ")");
+  c.check_token_ids(host.data(), host.size(), (std::string(fn) + ": " + what).c_str(), ids.dim(1));
 }
+
+/// A block's weights as Vars, with gpt2::LayerWeights' names (definition.h reads them).
+struct LayerVars {
+  ag::Var ln_1_w, ln_1_b, attn_w, attn_b, attn_proj_w, attn_proj_b;
+  ag::Var ln_2_w, ln_2_b, fc_w, fc_b, fc_proj_w, fc_proj_b;
+};
+
+struct VarWeights {
+  ag::Var wte, wpe;
+  std::vector<LayerVars> layers;
+  ag::Var ln_f_w, ln_f_b, head;  // head: wte again when tied
+};
+
+/// definition.h's ops over Vars: the fused functions of autograd.h, dropout p with site s's
+/// seed dropout_site_seed(seed, s).
+struct VarOps {
+  float p = 0;
+  uint64_t seed = 0;
+  int64_t B = 0, T = 0, C = 0, H = 0;
+  std::function<ag::Var(const ag::Var&)> head;
+
+  uint64_t at(uint64_t site) const { return dropout_site_seed(seed, site); }
+  ag::Var embedding(const Tensor& ids, const ag::Var& table) const {
+    return ag::embedding(ids, table);
+  }
+  ag::Var add(const ag::Var& a, const ag::Var& b) const { return ag::add(a, b); }
+  ag::Var dropout(const ag::Var& x, uint64_t site) const { return ag::dropout(x, p, at(site)); }
+  ag::Var layernorm(const ag::Var& x, const ag::Var& g, const ag::Var& b, float eps) const {
+    return ag::layernorm(x, g, b, eps);
+  }
+  ag::Var layernorm_matmul(const ag::Var& x, const ag::Var& g, const ag::Var& b, float eps,
+                           const ag::Var& w, const MatmulSpec& spec, const ag::Var& bias) const {
+    return ag::layernorm_matmul(x, g, b, eps, w, spec, bias);
+  }
+  std::pair<ag::Var, ag::Var> matmul_add_layernorm_matmul(const ag::Var& x, const ag::Var& a,
+                                                          const ag::Var& w1, const ag::Var& b1,
+                                                          const ag::Var& g, const ag::Var& beta,
+                                                          float eps, const ag::Var& w2,
+                                                          const MatmulSpec& spec, const ag::Var& b2,
+                                                          uint64_t site) const {
+    auto r = ag::matmul_add_layernorm_matmul(x, a, w1, b1, g, beta, eps, w2, spec, b2, p, at(site));
+    return {r[0], r[1]};
+  }
+  ag::Var matmul_add(const ag::Var& x, const ag::Var& a, const ag::Var& w, const ag::Var& bias,
+                     uint64_t site) const {
+    return ag::matmul_add(x, a, w, bias, p, at(site));
+  }
+  ag::Var attention(size_t /*layer*/, const ag::Var& qkv, uint64_t site) const {
+    const ag::Var y = ag::attention(ag::reshape(qkv, {B, T, 3 * C}), H, p, at(site));
+    return ag::reshape(y, {B * T, C});
+  }
+  ag::Var head_rows(const ag::Var& x) const { return x; }
+};
 
 }  // namespace
 
@@ -97,59 +140,47 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
            "inputs and targets must be on the CPU or the model's device " + model.device().str());
 
   const int64_t B = inputs.dim(0), T = inputs.dim(1);
-  const int64_t C = c.n_embd, H = c.n_head, hd = c.head_dim();
   size_t k = 0;
   auto next = [&]() { return tape.param(params[k++]); };
-  auto drop = [&](const ag::Var& x, uint64_t site) {
-    return ag::dropout(x, dropout, dropout_site_seed(seed, site));
-  };
+  VarWeights vw;
+  vw.wte = next();
+  vw.wpe = next();
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    LayerVars L;
+    for (ag::Var* v : {&L.ln_1_w, &L.ln_1_b, &L.attn_w, &L.attn_b, &L.attn_proj_w, &L.attn_proj_b,
+                       &L.ln_2_w, &L.ln_2_b, &L.fc_w, &L.fc_b, &L.fc_proj_w, &L.fc_proj_b})
+      *v = next();
+    vw.layers.push_back(std::move(L));
+  }
+  vw.ln_f_w = next();
+  vw.ln_f_b = next();
+  // Tied: wte's Var again, so the LM head's gradient accumulates into it.
+  vw.head = w.lm_head.defined() ? next() : vw.wte;
 
-  // Token + position embeddings. Positions are gathered like tokens (ids 0..T-1 per row) so
-  // that wpe's gradient is the same scatter as wte's.
-  const ag::Var wte = next();
-  const ag::Var wpe = next();
+  // Positions are gathered like tokens (ids 0..T-1 per row) so that wpe's gradient is the
+  // same scatter as wte's.
   std::vector<uint32_t> pos(static_cast<size_t>(B * T));
   for (size_t i = 0; i < pos.size(); ++i)
     pos[i] = static_cast<uint32_t>(i % static_cast<size_t>(T));
-  const Tensor pos_ids = Tensor::from_vector(pos, {B, T});  // host ids: see ops.h
-  const ag::Var tok = ag::embedding(inputs, wte);
-  ag::Var x = ag::add(ag::reshape(tok, {B * T, C}),
-                      ag::reshape(ag::embedding(pos_ids, wpe), {B * T, C}));  // [B*T, C]
-  x = drop(x, 0);
-
-  const float att_scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const ag::Var ln1w = next(), ln1b = next(), attn_w = next(), attn_b = next();
-    const ag::Var proj_w = next(), proj_b = next(), ln2w = next(), ln2b = next();
-    const ag::Var fc_w = next(), fc_b = next(), fcp_w = next(), fcp_b = next();
-    const uint64_t site = 1 + 3 * static_cast<uint64_t>(l);
-    // --- attention ---
-    const ag::Var h = ag::layernorm(x, ln1w, ln1b, c.eps);  // [B*T, C]
-    const ag::Var qkv = ag::reshape(ag::matmul(h, attn_w, {}, attn_b), {B, T, 3 * C});
-    const auto [q, kk, v] = ag::split_qkv(qkv, H);  // [B*H, T, hd]
-    MatmulSpec qk;
-    qk.trans_b = true;
-    qk.alpha = att_scale;
-    ag::Var att = ag::softmax(ag::matmul(q, kk, qk), true);  // [B*H, T, T]
-    att = drop(att, site);
-    const ag::Var y = ag::reshape(ag::merge_heads(ag::matmul(att, v), H), {B * T, C});
-    x = ag::add(x, drop(ag::matmul(y, proj_w, {}, proj_b), site + 1));
-    // --- MLP ---
-    const ag::Var h2 = ag::layernorm(x, ln2w, ln2b, c.eps);
-    const ag::Var f = ag::gelu(ag::matmul(h2, fc_w, {}, fc_b));  // [B*T, 4C]
-    x = ag::add(x, drop(ag::matmul(f, fcp_w, {}, fcp_b), site + 2));
-  }
-  const ag::Var lnfw = next(), lnfb = next();
-  const ag::Var hf = ag::layernorm(x, lnfw, lnfb, c.eps);  // [B*T, C]
-  // Tied: wte's Var again, so the LM head's gradient accumulates into it.
-  const ag::Var head = w.lm_head.defined() ? next() : wte;
+  VarOps ops;
+  ops.p = dropout;
+  ops.seed = seed;
+  ops.B = B;
+  ops.T = T;
+  ops.C = c.n_embd;
+  ops.H = c.n_head;
   // Logits [B*T, V] in blocks of rows that fit one binding of the device (one block on
   // the CPU, and on an H200 up to 21k rows).
   const uint64_t binding = device_info(model.device()).max_binding_bytes;
   const int64_t row_bytes = c.vocab_size * static_cast<int64_t>(sizeof(float));
   const int64_t block =
       binding == 0 ? B * T : std::max<int64_t>(1, static_cast<int64_t>(binding) / row_bytes);
-  return ag::lm_head_loss(hf, head, targets.reshape({B * T}), block);
+  ops.head = [&](const ag::Var& hf) {
+    return ag::lm_head_loss(hf, vw.head, targets.reshape({B * T}), block);
+  };
+  return gpt2::definition::forward(ops, vw, inputs.reshape({B * T}),
+                                   Tensor::from_vector(pos, {B * T}),
+                                   c.eps);  // host ids: see ops.h
 }
 
 }  // namespace forge::train

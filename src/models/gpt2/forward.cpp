@@ -1,12 +1,10 @@
-// The GPT-2 forward pass: one code path for the full forward, prefill and KV-cache decode.
-//
-//   x = wte[ids] + wpe[pos..pos+T)                       x: [B, T, C]
-//   per block:  x += attn(ln_1(x));  x += mlp(ln_2(x))
-//   logits = ln_f(x) @ wte^T (tied)                      logits: [B, T, V] or last [B, V]
-//
-// Everything runs through the ops in ops.h, so the same code serves every backend.
+// The GPT-2 forward pass over tensors: prefill, KV-cache decode (one path for sequences at
+// different positions), eval and the recorded decode step, all through the one definition
+// of definition.h.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +15,7 @@
 #include "forge/gpt2.h"
 #include "forge/ops.h"
 #include "models/gpt2/decode_graph.h"
+#include "models/gpt2/definition.h"
 
 namespace forge::gpt2 {
 namespace {
@@ -45,38 +44,46 @@ Tensor checked_ids(const Tensor& ids, const Config& c, const char* fn) {
 
 namespace {
 
-/// The transformer blocks on the residual stream x2 [R, C]; for each layer
-///   x2 += attn(ln_1(x2));  x2 += mlp(ln_2(x2))
-/// (x2 ends as a new tensor: the seams are out of place). `attend(l, qkv)` maps layer l's
-/// qkv [R, 3C] to the heads' merged output [R, C] (the fused attention op, with the
-/// positions and caches the caller has). The seams between sublayers (a residual update,
-/// then the next layernorm and product) are single ops (matmul_add_layernorm_matmul: one
-/// dispatch on a GPU for a decode step's row).
-template <typename Attend>
-void blocks(Tensor& x2, const std::vector<LayerWeights>& layers, float eps, const Attend& attend) {
-  if (layers.empty()) return;
-  // ln_1(x2) W + b: [R, 3C] (one kernel where the backend folds the layernorm in).
-  Tensor qkv = layernorm_matmul(x2, layers[0].ln_1_w, layers[0].ln_1_b, eps, layers[0].attn_w, {},
-                                layers[0].attn_b);
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const LayerWeights& L = layers[l];
-    // x2 += attn @ W_proj + b, then gelu(ln_2(x2) W_fc + b): [R, 4C]
-    ResidualProduct r =
-        matmul_add_layernorm_matmul(x2, attend(l, qkv), L.attn_proj_w, L.attn_proj_b, L.ln_2_w,
-                                    L.ln_2_b, eps, L.fc_w, {.gelu = true}, L.fc_b);
-    x2 = std::move(r.x);
-    if (l + 1 == layers.size()) {
-      matmul_add_(x2, r.out, L.fc_proj_w, {}, L.fc_proj_b);
-      break;
-    }
-    // x2 += f @ W_fc_proj + b, then the next layer's ln_1(x2) W + b.
-    const LayerWeights& next = layers[l + 1];
-    r = matmul_add_layernorm_matmul(x2, r.out, L.fc_proj_w, L.fc_proj_b, next.ln_1_w, next.ln_1_b,
-                                    eps, next.attn_w, {}, next.attn_b);
-    x2 = std::move(r.x);
-    qkv = std::move(r.out);
+/// definition.h's ops over tensors: inference, so no dropout; the fused ops as ops.h has
+/// them. `attend`, `head_rows` and `head` are the caller's (caches, row selection, LM head).
+struct TensorOps {
+  DeviceIds ids = DeviceIds::check;
+  std::function<Tensor(size_t, const Tensor&)> attend;
+  std::function<Tensor(const Tensor&)> head_rows = [](const Tensor& x) { return x; };
+  std::function<Tensor(const Tensor&)> head = [](const Tensor& h) { return h; };
+
+  Tensor embedding(const Tensor& i, const Tensor& table) const {
+    return forge::embedding(i, table, ids);
   }
-}
+  Tensor add(Tensor a, const Tensor& b) const {
+    add_(a, b);
+    return a;
+  }
+  Tensor dropout(Tensor x, uint64_t /*site*/) const { return x; }
+  Tensor layernorm(const Tensor& x, const Tensor& g, const Tensor& b, float eps) const {
+    return forge::layernorm(x, g, b, eps);
+  }
+  Tensor layernorm_matmul(const Tensor& x, const Tensor& g, const Tensor& b, float eps,
+                          const Tensor& w, const MatmulSpec& spec, const Tensor& bias) const {
+    return forge::layernorm_matmul(x, g, b, eps, w, spec, bias);
+  }
+  std::pair<Tensor, Tensor> matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a,
+                                                        const Tensor& w1, const Tensor& b1,
+                                                        const Tensor& g, const Tensor& beta,
+                                                        float eps, const Tensor& w2,
+                                                        const MatmulSpec& spec, const Tensor& b2,
+                                                        uint64_t /*site*/) const {
+    ResidualProduct r =
+        forge::matmul_add_layernorm_matmul(x, a, w1, b1, g, beta, eps, w2, spec, b2);
+    return {std::move(r.x), std::move(r.out)};
+  }
+  Tensor matmul_add(Tensor x, const Tensor& a, const Tensor& w, const Tensor& bias,
+                    uint64_t /*site*/) const {
+    matmul_add_(x, a, w, {}, bias);
+    return x;
+  }
+  Tensor attention(size_t l, const Tensor& qkv, uint64_t /*site*/) const { return attend(l, qkv); }
+};
 
 }  // namespace
 
@@ -110,17 +117,17 @@ std::shared_ptr<DecodeGraph> Model::decode_graph(KVCache& cache, bool greedy) co
   ng->run = std::make_unique<RecordedStep>(
       device_, [out, model = *this, k = cache.k_, v = cache.v_, greedy] {
         const Config& c = model.config_;
-        const Weights& mw = model.weights_;
         Tensor tok = out->step.narrow_rows(0, 1);        // [1]
         const Tensor pos = out->step.narrow_rows(1, 1);  // [1]
-        Tensor x = embedding(tok, mw.wte, DeviceIds::trusted);
-        add_(x, embedding(pos, mw.wpe, DeviceIds::trusted));  // x: [1, C]
-        blocks(x, mw.layers, c.eps, [&](size_t i, const Tensor& qkv) {
+        TensorOps ops;
+        ops.ids = DeviceIds::trusted;  // written by the host after its range check
+        ops.attend = [&](size_t i, const Tensor& qkv) {
           Tensor ki = k[i], vi = v[i];
           return attention_at(qkv.reshape({1, 1, 3 * c.n_embd}), c.n_head, ki, vi, pos)
               .reshape({1, c.n_embd});
-        });
-        out->logits = model.lm_head(layernorm(x, mw.ln_f_w, mw.ln_f_b, c.eps));  // [1, V]
+        };
+        ops.head = [&](const Tensor& h) { return model.lm_head(h); };
+        out->logits = definition::forward(ops, model.weights_, tok, pos, c.eps);  // [1, V]
         // Greedy: the chosen id becomes the next step's token, on the device.
         if (greedy) argmax_rows_into(out->logits, tok);
       });
@@ -140,10 +147,10 @@ void Model::check_cache(const KVCache& cache, const char* fn) const {
 
 Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
   const std::shared_ptr<DecodeGraph> g = decode_graph(cache, /*greedy=*/false);
-  const int64_t pos = cache.length_;
+  const int64_t pos = cache.lengths_[0];
   g->step.copy_from(std::vector<uint32_t>{token, static_cast<uint32_t>(pos)});
   g->run->run();
-  cache.length_ = pos + 1;
+  cache.lengths_[0] = pos + 1;
   if (!g->run->replays()) return g->logits;  // this run's own tensor
   // A copy the caller owns (a replay rewrites the step's logits); it joins the same submit.
   Tensor out = Tensor::empty(g->logits.shape(), DType::F32, device_);
@@ -151,75 +158,100 @@ Tensor Model::decode_replayed(uint32_t token, KVCache& cache) const {
   return out;
 }
 
-Tensor Model::run(const Tensor& ids_in, KVCache* cache, bool head, bool all, const char* fn) const {
+Tensor Model::run(const Tensor& ids, KVCache* cache, const std::vector<int64_t>& rows, bool head,
+                  bool all, const char* fn) const {
   const Config& c = config_;
-  const Tensor ids_checked = checked_ids(ids_in, c, fn);
-  const int64_t B = ids_checked.dim(0), T = ids_checked.dim(1);
+  const int64_t n = ids.dim(0), T = ids.dim(1);
   const int64_t C = c.n_embd, H = c.n_head;
-  const int64_t pos = cache ? cache->length_ : 0;
+  // Each sequence's first position: its cache row's length (0 without a cache).
+  std::vector<int64_t> start(static_cast<size_t>(n), 0);
   if (cache) {
     check_cache(*cache, fn);
-    if (B != cache->batch_)
-      fail(fn, ErrorKind::Shape,
-           "ids have batch " + std::to_string(B) + ", the KV cache holds " +
-               std::to_string(cache->batch_) + " sequences");
-    if (pos + T > cache->capacity_)
-      fail(fn, ErrorKind::Range,
-           "kv cache overflow: " + std::to_string(pos) + " cached + " + std::to_string(T) +
-               " new tokens exceed its capacity of " + std::to_string(cache->capacity_));
-  }
-  if (pos + T > c.n_ctx)
-    fail(fn, ErrorKind::Range,
-         "context overflow: " + std::to_string(pos + T) + " positions exceed n_ctx = " +
-             std::to_string(c.n_ctx) + " (truncate the input or evaluate in windows)");
-  // A batch-1 decode step on a GPU that can capture: the recorded step, replayed (one
-  // submit, no recording cost per token). The ids were range-checked above, on the host.
-  if (cache && B == 1 && T == 1 && head && !all && RecordedStep::replays_on(device_))
-    return decode_replayed(ids_checked.to_vector<uint32_t>()[0], *cache);
-  // Host ids stay on the host: the embedding op uploads them with the recorded work (ids on
-  // a GPU would be read back to be range-checked: a wait per token).
-  const Tensor& ids = ids_checked;
-  const Weights& w = weights_;
-
-  // x: [B, T, C] = token embedding + position embedding (rows pos..pos+T of wpe, added per
-  // sequence: a view, no gather needed).
-  Tensor x = embedding(ids, w.wte);
-  const Tensor pe = w.wpe.narrow_rows(pos, T);  // [T, C]
-  for (int64_t b = 0; b < B; ++b) {
-    Tensor xb = x.narrow_rows(b, 1).reshape({T, C});
-    add_(xb, pe);
-  }
-  Tensor x2 = x.reshape({B * T, C});  // the residual stream as rows, same storage
-
-  // Fused attention: with a cache, the new keys/values go to rows pos.. of the preallocated
-  // caches and the queries attend to rows 0..pos+t; without, to the new positions only. The
-  // [T, S] scores are never stored.
-  blocks(x2, w.layers, c.eps, [&](size_t i, const Tensor& qkv) {
-    const Tensor qkv3 = qkv.reshape({B, T, 3 * C});
-    const Tensor y =
-        cache ? attention(qkv3, H, cache->k_[i], cache->v_[i], pos) : attention(qkv3, H);
-    return y.reshape({B * T, C});
-  });
-  if (cache) cache->length_ = pos + T;
-
-  // Only the last position of each sequence is needed for the next token: select it
-  // before ln_f and the LM head (the head is the largest matmul of a decode step).
-  Tensor rows = x2;
-  if (!all) {
-    if (B == 1) {
-      rows = x2.narrow_rows(T - 1, 1);
-    } else {
-      rows = Tensor::empty({B, C}, DType::F32, device_);
-      for (int64_t b = 0; b < B; ++b) {
-        Tensor dst = rows.narrow_rows(b, 1);
-        dst.copy_from(x2.narrow_rows(b * T + T - 1, 1));
-      }
+    std::vector<bool> seen(static_cast<size_t>(cache->batch_), false);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = rows[static_cast<size_t>(i)];
+      if (r < 0 || r >= cache->batch_)
+        fail(fn, ErrorKind::Range,
+             "cache row " + std::to_string(r) + " outside [0, " + std::to_string(cache->batch_) +
+                 ")");
+      if (seen[static_cast<size_t>(r)])
+        fail(fn, ErrorKind::Range, "cache row " + std::to_string(r) + " is named twice");
+      seen[static_cast<size_t>(r)] = true;
+      const int64_t pos = cache->lengths_[static_cast<size_t>(r)];
+      start[static_cast<size_t>(i)] = pos;
+      if (pos + T > cache->capacity_)
+        fail(fn, ErrorKind::Range,
+             "kv cache overflow: " + std::to_string(pos) + " cached + " + std::to_string(T) +
+                 " new tokens" + (n > 1 ? " in row " + std::to_string(r) : std::string()) +
+                 " exceed its capacity of " + std::to_string(cache->capacity_));
     }
   }
-  const Tensor hf = layernorm(rows, w.ln_f_w, w.ln_f_b, c.eps);  // [B*T or B, C]
-  const Tensor out = head ? lm_head(hf) : hf;
+  const int64_t last = *std::max_element(start.begin(), start.end()) + T;
+  if (last > c.n_ctx)
+    fail(fn, ErrorKind::Range,
+         "context overflow: " + std::to_string(last) + " positions exceed n_ctx = " +
+             std::to_string(c.n_ctx) + " (truncate the input or evaluate in windows)");
+  // A decode step of a one-sequence cache on a GPU that can capture: the recorded step,
+  // replayed (one submit, no recording cost per token). The ids were range-checked, on the
+  // host.
+  if (cache && cache->batch_ == 1 && T == 1 && head && !all && RecordedStep::replays_on(device_))
+    return decode_replayed(ids.to_vector<uint32_t>()[0], *cache);
+
+  // Host ids stay on the host: the embedding op uploads them with the recorded work (ids on
+  // a GPU would be read back to be range-checked: a wait per token).
+  std::vector<uint32_t> pos(static_cast<size_t>(n * T));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t t = 0; t < T; ++t)
+      pos[static_cast<size_t>(i * T + t)] =
+          static_cast<uint32_t>(start[static_cast<size_t>(i)] + t);
+
+  TensorOps ops;
+  // Fused attention: with a cache, the new keys/values go to rows start.. of the
+  // preallocated caches and the queries attend to rows 0..start+t; without, to the new
+  // positions only. The [T, S] scores are never stored. Sequences in consecutive cache rows
+  // at one position attend in one call.
+  ops.attend = [&](size_t l, const Tensor& qkv) {  // qkv: [n T, 3C] -> [n T, C]
+    if (!cache) return attention(qkv.reshape({n, T, 3 * C}), H).reshape({n * T, C});
+    Tensor y;
+    for (int64_t i = 0; i < n;) {
+      int64_t j = i + 1;
+      while (j < n && rows[static_cast<size_t>(j)] == rows[static_cast<size_t>(j - 1)] + 1 &&
+             start[static_cast<size_t>(j)] == start[static_cast<size_t>(i)])
+        ++j;
+      const int64_t r = rows[static_cast<size_t>(i)], m = j - i;
+      const Tensor q = qkv.narrow_rows(i * T, m * T).reshape({m, T, 3 * C});
+      const Tensor yi =
+          attention(q, H, cache->k_[l].narrow_rows(r * H, m * H),
+                    cache->v_[l].narrow_rows(r * H, m * H), start[static_cast<size_t>(i)])
+              .reshape({m * T, C});
+      if (i == 0 && j == n) return yi;
+      if (!y.defined()) y = Tensor::empty({n * T, C}, DType::F32, device_);
+      Tensor dst = y.narrow_rows(i * T, m * T);
+      dst.copy_from(yi);
+      i = j;
+    }
+    return y;
+  };
+  // Only the last position of each sequence is needed for the next token: select it
+  // before ln_f and the LM head (the head is the largest matmul of a decode step).
+  if (!all && T > 1)
+    ops.head_rows = [&](const Tensor& x2) {
+      if (n == 1) return x2.narrow_rows(T - 1, 1);
+      Tensor rows_out = Tensor::empty({n, C}, DType::F32, device_);
+      for (int64_t b = 0; b < n; ++b) {
+        Tensor dst = rows_out.narrow_rows(b, 1);
+        dst.copy_from(x2.narrow_rows(b * T + T - 1, 1));
+      }
+      return rows_out;
+    };
+  if (head) ops.head = [&](const Tensor& h) { return lm_head(h); };
+  const Tensor out = definition::forward(ops, weights_, ids.reshape({n * T}),
+                                         Tensor::from_vector(pos, {n * T}), c.eps);
+  if (cache)
+    for (int64_t i = 0; i < n; ++i)
+      cache->lengths_[static_cast<size_t>(rows[static_cast<size_t>(i)])] += T;
   const int64_t width = head ? c.vocab_size : C;
-  return all ? out.reshape({B, T, width}) : out.reshape({B, width});
+  return all ? out.reshape({n, T, width}) : out.reshape({n, width});
 }
 
 Tensor Model::lm_head(const Tensor& h) const {
@@ -240,15 +272,46 @@ Tensor Model::lm_head(const Tensor& h) const {
 }
 
 Tensor Model::forward(const Tensor& ids) const {
-  return run(ids, nullptr, true, true, "gpt2::Model::forward");
+  const char* fn = "gpt2::Model::forward";
+  return run(checked_ids(ids, config_, fn), nullptr, {}, true, true, fn);
 }
 
 Tensor Model::hidden(const Tensor& ids) const {
-  return run(ids, nullptr, false, true, "gpt2::Model::hidden");
+  const char* fn = "gpt2::Model::hidden";
+  return run(checked_ids(ids, config_, fn), nullptr, {}, false, true, fn);
 }
 
-Tensor Model::forward_cached(const Tensor& ids, KVCache& cache, bool all_logits) const {
-  return run(ids, &cache, true, all_logits, "gpt2::Model::forward_cached");
+Tensor Model::forward_cached(const Tensor& ids_in, KVCache& cache, bool all_logits) const {
+  const char* fn = "gpt2::Model::forward_cached";
+  const Tensor ids = checked_ids(ids_in, config_, fn);
+  check_cache(cache, fn);
+  if (ids.dim(0) != cache.batch_)
+    fail(fn, ErrorKind::Shape,
+         "ids have batch " + std::to_string(ids.dim(0)) + ", the KV cache holds " +
+             std::to_string(cache.batch_) + " sequences");
+  std::vector<int64_t> rows(static_cast<size_t>(cache.batch_));
+  for (size_t b = 0; b < rows.size(); ++b) rows[b] = static_cast<int64_t>(b);
+  return run(ids, &cache, rows, true, all_logits, fn);
+}
+
+Tensor Model::prefill(const Tensor& ids_in, KVCache& cache, int64_t row, bool all_logits) const {
+  const char* fn = "gpt2::Model::prefill";
+  const Tensor ids = checked_ids(ids_in, config_, fn);
+  if (ids.dim(0) != 1)
+    fail(fn, ErrorKind::Shape, "ids must be one sequence, [T] or [1, T], got " + ids.shape().str());
+  return run(ids, &cache, {row}, true, all_logits, fn);
+}
+
+Tensor Model::decode(const std::vector<uint32_t>& tokens, const std::vector<int64_t>& rows,
+                     KVCache& cache) const {
+  const char* fn = "gpt2::Model::decode";
+  if (tokens.empty() || tokens.size() != rows.size())
+    fail(fn, ErrorKind::Shape,
+         "needs one cache row per token, got " + std::to_string(tokens.size()) + " tokens and " +
+             std::to_string(rows.size()) + " rows");
+  config_.check_token_ids(tokens.data(), tokens.size(), fn);
+  const auto n = static_cast<int64_t>(tokens.size());
+  return run(Tensor::from_vector(tokens, {n, 1}), &cache, rows, true, false, fn);
 }
 
 }  // namespace forge::gpt2

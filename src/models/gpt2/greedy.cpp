@@ -31,18 +31,21 @@ constexpr int64_t kAhead = 2;
 }  // namespace
 
 GreedyDecoder::GreedyDecoder(const Model& model, KVCache& cache, uint32_t token, int64_t max_steps)
-    : model_(model), cache_(cache), token_(token), start_(cache.length_), max_steps_(max_steps) {
+    : model_(model),
+      cache_(cache),
+      token_(token),
+      start_(cache.lengths_[0]),
+      max_steps_(max_steps) {
   const Config& c = model.config();
   model.check_cache(cache, kFn);
   if (cache.batch_ != 1)
     fail(ErrorKind::Shape,
          "decodes one sequence; the KV cache holds " + std::to_string(cache.batch_));
   c.check_token_ids(&token, 1, kFn);
-  if (max_steps < 0 || max_steps > cache.capacity_ - cache.length_)
-    fail(ErrorKind::Range, std::to_string(max_steps) + " steps after " +
-                               std::to_string(cache.length_) +
+  if (max_steps < 0 || max_steps > cache.capacity_ - start_)
+    fail(ErrorKind::Range, std::to_string(max_steps) + " steps after " + std::to_string(start_) +
                                " cached positions: the cache has room for " +
-                               std::to_string(cache.capacity_ - cache.length_));
+                               std::to_string(cache.capacity_ - start_));
   if (max_steps > 0 && RecordedStep::replays_on(model.device()))
     graph_ = model.decode_graph(cache, /*greedy=*/true);
 }
@@ -83,7 +86,7 @@ uint32_t GreedyDecoder::next() {
   const uint32_t id = tokens_.front().get<uint32_t>()[0];
   tokens_.pop_front();
   ++done_;
-  cache_.length_ = start_ + done_;
+  cache_.lengths_[0] = start_ + done_;
   return id;
 }
 

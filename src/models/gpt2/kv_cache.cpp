@@ -28,6 +28,7 @@ KVCache::KVCache(const Model& model, int64_t batch, int64_t capacity) {
                                       " GB, more than the device's memory");
   batch_ = batch;
   capacity_ = capacity;
+  lengths_.assign(static_cast<size_t>(batch), 0);
   n_layer_ = c.n_layer;
   n_head_ = c.n_head;
   head_dim_ = c.head_dim();
@@ -41,6 +42,22 @@ KVCache::KVCache(const Model& model, int64_t batch, int64_t capacity) {
     k_.push_back(Tensor::zeros(shape, DType::F32, device_));
     v_.push_back(Tensor::zeros(shape, DType::F32, device_));
   }
+}
+
+int64_t KVCache::length(int64_t row) const {
+  if (row < 0 || row >= batch_)
+    throw Error(ErrorKind::Range, "gpt2::KVCache::length: row " + std::to_string(row) +
+                                      " outside [0, " + std::to_string(batch_) + ")");
+  return lengths_[static_cast<size_t>(row)];
+}
+
+void KVCache::reset() { lengths_.assign(lengths_.size(), 0); }
+
+void KVCache::reset(int64_t row) {
+  if (row < 0 || row >= batch_)
+    throw Error(ErrorKind::Range, "gpt2::KVCache::reset: row " + std::to_string(row) +
+                                      " outside [0, " + std::to_string(batch_) + ")");
+  lengths_[static_cast<size_t>(row)] = 0;
 }
 
 }  // namespace forge::gpt2
