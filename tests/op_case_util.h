@@ -121,5 +121,6 @@ void add_embedding(Cases& cs);
 void add_heads(Cases& cs);
 void add_attention(Cases& cs);
 void add_training(Cases& cs);
+void add_weight_dtypes(Cases& cs);  // op_cases_weights.cpp
 
 }  // namespace forge::test::cases

@@ -20,8 +20,10 @@
 namespace forge::test {
 
 Tensor HostTensor::to(Device device) const {
-  return is_u32 ? Tensor::from_vector(u32, Shape(shape), device)
-                : Tensor::from_vector(f32, Shape(shape), device);
+  if (is_u32) return Tensor::from_vector(u32, Shape(shape), device);
+  if (dtype != DType::F32)
+    return Tensor::from_bytes(raw.data(), raw.size(), Shape(shape), dtype, device);
+  return Tensor::from_vector(f32, Shape(shape), device);
 }
 
 CaseRng::CaseRng(const std::string& seed_text) {
@@ -75,6 +77,7 @@ std::vector<OpCase> build() {
   add_heads(cs);
   add_attention(cs);
   add_training(cs);
+  add_weight_dtypes(cs);
   return std::move(cs.list);
 }
 

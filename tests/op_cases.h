@@ -11,16 +11,20 @@
 #include <vector>
 
 #include "forge/device.h"
+#include "forge/op_table.h"
 #include "forge/tensor.h"
 
 namespace forge::test {
 
-/// One input tensor on the host: F32 data, or U32 ids when is_u32.
+/// One input tensor on the host: F32 data, or U32 ids when is_u32, or weights of another
+/// dtype: `raw` holds their stored bytes and f32 their values (what the reference uses).
 struct HostTensor {
   std::vector<int64_t> shape;
   std::vector<float> f32;
   std::vector<uint32_t> u32;
   bool is_u32 = false;
+  DType dtype = DType::F32;  // F16, BF16, Q8_0, Q4_0: raw is uploaded
+  std::vector<uint8_t> raw;
 
   /// Uploads to `device` (a fresh tensor, so in-place ops cannot touch the host copy).
   Tensor to(Device device) const;
@@ -47,6 +51,9 @@ struct OpCase {
   std::function<std::vector<Expected>(const std::vector<HostTensor>&)> reference;
   /// Indices of inputs the op may modify (in-place ops); all others must be left intact.
   std::vector<int> mutates;
+  /// Kernels beyond the op table's dtypes that the case needs (weights of other dtypes: the
+  /// matmul or embedding key); a device without one skips the case.
+  std::vector<std::pair<Op, DTypeKey>> needs;
 };
 
 /// Every case, built once. Names are unique.

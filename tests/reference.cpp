@@ -20,6 +20,22 @@ int64_t rows_of(size_t numel, int64_t cols) {
 
 Vec widen(const std::vector<float>& x) { return Vec(x.begin(), x.end()); }
 
+Vec round_rows_q8(const std::vector<float>& x) {
+  Vec out(x.size());
+  for (size_t b = 0; b * 32 < x.size(); ++b) {
+    const float* xb = x.data() + b * 32;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      const float v = std::nearbyint(xb[i] * id);
+      out[b * 32 + i] = static_cast<double>(d) * std::clamp(v, -127.0f, 127.0f);
+    }
+  }
+  return out;
+}
+
 Vec add(const Vec& a, const Vec& b, int64_t cols) {
   Vec out(a.size());
   const bool row = b.size() != a.size();

@@ -45,6 +45,10 @@ struct MatmulDims {
 /// the magnitude that scales the float32 rounding error of the long reduction.
 Vec matmul(const Vec& a, const Vec& b, const Vec& bias, const MatmulDims& d,
            Vec* abs_sum = nullptr);
+/// Rows of whole blocks of 32 values as the quantized products round their activations
+/// (forge/ops.h, matmul): per block of 32, d = max|x| / 127 and q = round_half_even(x / d)
+/// clamped to [-127, 127], the steps in float32 as the kernels take them; returns d * q.
+Vec round_rows_q8(const std::vector<float>& x);
 /// matmul_add_: acc + matmul(a, b, bias, d) (acc: [batch, m, n]); abs_sum as for matmul.
 Vec matmul_add(const Vec& acc, const Vec& a, const Vec& b, const Vec& bias, const MatmulDims& d,
                Vec* abs_sum = nullptr);

@@ -90,20 +90,17 @@ TEST(BlockDTypes, ShapesViewsAndRowSlicesKeepWholeBlocks) {
   }
 }
 
-// The ops' dispatch sees block dtypes as one more key: the table accepts them for matmul's
-// weights and the embedding's table, and a device without such a kernel says so.
-TEST(BlockDTypes, OpsWithoutABlockKernelAreUnsupported) {
+// Block dtypes are weights: matmul's b (stored [N, K], used with trans_b) and the embedding's
+// table; every other op refuses them, and so does safetensors.
+TEST(BlockDTypes, BlockWeightsOutsideMatmulAndEmbeddingAreRefused) {
   const std::vector<uint8_t> bytes = pattern(2 * 34);
   const Tensor w = Tensor::from_bytes(bytes.data(), bytes.size(), {2, 32}, DType::Q8_0);
-  MatmulSpec nt;
-  nt.trans_b = true;
+  // Block weights are [N, K] and read transposed: untransposed is a Shape error.
   expect_error(
       [&] {
-        (void)matmul(Tensor::zeros({3, 32}), w, nt);
+        (void)matmul(Tensor::zeros({3, 2}), w);
       },
-      ErrorKind::Unsupported, "(f32, q8_0, f32)");
-  expect_error([&] { (void)embedding(Tensor::from_vector(std::vector<uint32_t>{1}, {1}), w); },
-               ErrorKind::Unsupported, "(u32, q8_0)");
+      ErrorKind::Shape, "b of dtype q8_0 must be a 2-D [N, K] matrix used with trans_b");
   expect_error([&] { (void)layernorm(w, Tensor::zeros({32}), Tensor::zeros({32})); },
                ErrorKind::DType, "q8_0");
   // safetensors has no block dtypes: a clear refusal before anything is written.

@@ -80,20 +80,20 @@ TableTestBackend& table_backend() {
   return *b;
 }
 
-// out[M, N] = a[M, K] @ b[K, N] with b in f16: each weight converted to f32, then an f32
-// product, as ops.h will document for f16 weights.
+// out[M, N] = a[M, K] @ b[N, K]^T with b in f16 (weights of other dtypes are stored [out,
+// in]): each weight converted to f32, then an f32 product.
 void matmul_f32_f16(Backend& be, const OpCall& c) {
   static_cast<TableTestBackend&>(be).f16_matmuls++;
   const Tensor &a = c.in(0), &b = c.in(1);
   Tensor& out = c.out(0);
-  const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
+  const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(0);
   const auto* pa = reinterpret_cast<const float*>(bytes(*a.storage())) + a.offset();
   const auto* pb = reinterpret_cast<const uint16_t*>(bytes(*b.storage())) + b.offset();
   auto* po = reinterpret_cast<float*>(bytes(*out.storage())) + out.offset();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       float s = 0;
-      for (int64_t k = 0; k < K; ++k) s += pa[m * K + k] * io::f16_to_f32(pb[k * N + n]);
+      for (int64_t k = 0; k < K; ++k) s += pa[m * K + k] * io::f16_to_f32(pb[n * K + k]);
       po[m * N + n] = c.attrs.accumulate ? po[m * N + n] + s : s;
     }
 }
@@ -145,14 +145,14 @@ TEST(KernelTable, AKernelForF16WeightsIsPickedByTheirDtype) {
   const std::vector<float> av = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.125f};  // [2, 3]
   const std::vector<float> bv = {1.0f, 0.5f, -2.0f, 0.75f, 1.25f, -0.375f, 0.125f, 1.75f};
   const Tensor a = Tensor::from_vector(av, {2, 3}, d);
-  const Tensor b = f16_tensor(std::vector<float>(bv.begin(), bv.begin() + 6), {3, 2}, d);
-  const Tensor y = matmul(a, b);
+  const Tensor b = f16_tensor(std::vector<float>(bv.begin(), bv.begin() + 6), {2, 3}, d);  // [N, K]
+  const Tensor y = matmul(a, b, {.trans_b = true});
   EXPECT_EQ(be.f16_matmuls, 1);
   const std::vector<float> got = y.to_vector<float>();
   for (int m = 0; m < 2; ++m)
     for (int n = 0; n < 2; ++n) {
       double want = 0;
-      for (int k = 0; k < 3; ++k) want += static_cast<double>(av[m * 3 + k]) * bv[k * 2 + n];
+      for (int k = 0; k < 3; ++k) want += static_cast<double>(av[m * 3 + k]) * bv[n * 3 + k];
       EXPECT_EQ(got[m * 2 + n], static_cast<float>(want)) << m << "," << n;
     }
 
@@ -191,15 +191,21 @@ TEST(KernelTable, AnF16EmbeddingIsPickedByItsTablesDtype) {
   EXPECT_EQ(be.f16_embeddings, 1);
 }
 
-TEST(KernelTable, TheCpuHasNoF16MatmulAndSaysSo) {
+TEST(KernelTable, WeightsOfOtherDtypesAreStoredOutByIn) {
+  // f16 / bf16 / block weights are [N, K] matrices used with trans_b: anything else is a
+  // Shape error at validation, before any kernel is looked up.
   const Tensor a = Tensor::from_vector(std::vector<float>(6, 1.0f), {2, 3});
   const Tensor b = f16_tensor(std::vector<float>(6, 1.0f), {3, 2}, Device::cpu());
   try {
     matmul(a, b);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("(f32, f16, f32)"), std::string::npos) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::Shape);
+    EXPECT_NE(std::string(e.what()).find(
+                  "matmul: b of dtype f16 must be a 2-D [N, K] matrix used with trans_b, got "
+                  "[3, 2] without trans_b"),
+              std::string::npos)
+        << e.what();
   }
   // A dtype the table does not accept for b at all is a DType error at validation.
   try {

@@ -74,6 +74,14 @@ std::string sanitize(const std::string& s) {
   return ::testing::AssertionFailure() << "tolerance is so loose that zeros would pass";
 }
 
+// Whether `be` has the case's op and every kernel of other dtypes it needs.
+bool supports_case(const Backend& be, const OpCase& c) {
+  if (!be.supports(op_of_function(c.op))) return false;
+  for (const auto& [op, key] : c.needs)
+    if (!be.supports(op, key)) return false;
+  return true;
+}
+
 /// Uploads a case's inputs to `device`, runs it, and checks that inputs the op does not own
 /// came back untouched. Unsupported skips only where the device's backend declares that it
 /// lacks the op (Backend::supports); anywhere else, the CPU (which defines the semantics)
@@ -86,22 +94,24 @@ bool run_case(const OpCase& c, const std::vector<HostTensor>& inputs, Device dev
   try {
     outputs = c.run(tensors);
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::Unsupported && !backend_for(device).supports(op_of_function(c.op))) {
+    if (e.kind() == ErrorKind::Unsupported && !supports_case(backend_for(device), c)) {
       skipped = true;
       return false;
     }
     ADD_FAILURE() << c.name << " on " << device.str() << " threw: " << e.what();
     return false;
   }
-  EXPECT_TRUE(backend_for(device).supports(op_of_function(c.op)))
-      << device.str() << " ran " << c.op << ", which its backend declares it lacks";
+  EXPECT_TRUE(supports_case(backend_for(device), c))
+      << device.str() << " ran " << c.name << ", which its backend declares it lacks";
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (std::find(c.mutates.begin(), c.mutates.end(), static_cast<int>(i)) != c.mutates.end())
       continue;
     const HostTensor& h = inputs[i];
     // Bits, not values: NaN inputs (argmax_rows) compare unequal to themselves.
     bool same = false;
-    if (h.is_u32) {
+    if (h.dtype != DType::F32 && !h.is_u32) {
+      same = tensors[i].to_bytes() == h.raw;
+    } else if (h.is_u32) {
       same = tensors[i].to_vector<uint32_t>() == h.u32;
     } else {
       const std::vector<float> now = tensors[i].to_vector<float>();

@@ -49,8 +49,17 @@ struct MatmulSpec {
 ///   bias: undefined or [N]
 ///   out: [M, N], or [B, M, N] when either operand has a batch (a rank-2 operand is shared
 ///   by every batch; two rank-3 operands need equal B).
+/// Weights of other dtypes (forge/dtype.h): b may be F16, BF16, Q8_0 or Q4_0, stored [N, K]
+/// (out x in, as GGUF files and ggml store weights: blocks run along K) and used with
+/// trans_b; a must be F32. F16/BF16 values are widened to f32 exactly and the product is the
+/// f32 one. With Q8_0/Q4_0 the CPU rounds op(a) too, as llama.cpp does, and multiplies
+/// integers: per block of 32 of a row of op(a), d = max|x| / 127 (f32), q = x * (1 / d)
+/// rounded half to even, clamped to [-127, 127]; then
+///   out[i, j] = sum over blocks of (d_w * d_a) * sum(q_a * q_w)    (float sum in f32)
+/// where q_w are the weight's int8 values (Q8_0) or nibbles - 8 (Q4_0) and d_w its f16 scale.
+/// A row's result depends neither on the other rows nor on the thread count.
 /// Errors: ranks other than 2/3, inner dims differ, batch mismatch, b_rows > stored rows or
-/// negative, bias not [N].
+/// negative, bias not [N]; a non-f32 b that is not a 2-D matrix used with trans_b (Shape).
 Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec = {},
               const Tensor& bias = Tensor());
 
@@ -90,8 +99,10 @@ Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta
 /// The seam between two pre-norm transformer sublayers, out of place:
 ///   x_new = x + (a @ w1 + b1)                      (what matmul_add_ leaves in x)
 ///   out   = layernorm_matmul(x_new, gamma, beta, eps, w2, spec2, b2)
-/// x: [R, N1] or [B, R, N1]; a: x's rows with K1 columns; w1: [K1, N1]; b1: [N1] or
-/// undefined; w2, b2, spec2 as for layernorm_matmul. Results equal those ops' bit for bit.
+/// x: [R, N1] or [B, R, N1]; a: x's rows with K1 columns; w1: [K1, N1] (spec1.trans_b:
+/// [N1, K1], as weights of the 16-bit and block dtypes are stored; spec1 may set nothing
+/// else); b1: [N1] or undefined; w2, b2, spec2 as for layernorm_matmul. Results equal those
+/// ops' bit for bit.
 /// A GPU may run both products in one dispatch (Vulkan, one row: the second product's
 /// workgroups wait for the first's; x is only read, so a workgroup that cannot wait may
 /// compute x_new itself). Errors: those of matmul_add_ and
@@ -103,7 +114,8 @@ struct ResidualProduct {
 ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
                                             const Tensor& b1, const Tensor& gamma,
                                             const Tensor& beta, float eps, const Tensor& w2,
-                                            const MatmulSpec& spec2 = {}, const Tensor& b2 = {});
+                                            const MatmulSpec& spec2 = {}, const Tensor& b2 = {},
+                                            const MatmulSpec& spec1 = {});
 
 /// Row gather: out[..., :] = table[ids[...], :]. ids: U32 of any shape; table: [V, C];
 /// out: ids.shape + [C]. Error(Range) if any id >= V.

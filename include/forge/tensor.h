@@ -5,6 +5,7 @@
 // tensors that the ops layer allocated, so a Tensor's data is mutable through any handle.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -111,6 +112,9 @@ class Tensor {
   T* data();
   template <typename T>
   const T* data() const;
+  /// The first byte of a CPU tensor of any dtype (the 16-bit and block dtypes' kernels read
+  /// them so); Error(Device) for other devices.
+  const std::byte* host_bytes() const;
 
   /// A human-readable summary: "Tensor(f32 [2, 3] on cpu)".
   std::string str() const;

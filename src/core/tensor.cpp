@@ -171,6 +171,13 @@ T* Tensor::data() {
 }
 template const float* Tensor::data<float>() const;
 template const uint32_t* Tensor::data<uint32_t>() const;
+
+const std::byte* Tensor::host_bytes() const {
+  if (!defined()) throw Error(ErrorKind::Shape, "host_bytes: tensor is undefined");
+  void* base = storage_->host_ptr();
+  if (!base) throw Error(ErrorKind::Device, "host_bytes: " + str() + " is not in host memory");
+  return static_cast<const std::byte*>(base) + byte_offset();
+}
 template float* Tensor::data<float>();
 template uint32_t* Tensor::data<uint32_t>();
 

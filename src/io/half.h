@@ -33,6 +33,40 @@ inline uint32_t f16_to_f32_bits(uint16_t h) {
 /// bf16 bits -> f32 bits: bf16 is the top half of an f32.
 inline uint32_t bf16_to_f32_bits(uint16_t b) { return static_cast<uint32_t>(b) << 16; }
 
+/// f32 -> f16 bits, rounded to nearest even (IEEE 754, as F16C's vcvtps2ph with mode 0):
+/// overflow gives infinity, tiny values round to subnormals or zero, NaN stays NaN (quiet,
+/// sign and the payload's top bits kept).
+inline uint16_t f32_to_f16_bits(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t exp = (x >> 23) & 0xffu;
+  const uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xff) return sign | (mant ? static_cast<uint16_t>(0x7e00u | (mant >> 13)) : 0x7c00u);
+  const int32_t e = static_cast<int32_t>(exp) - 127 + 15;  // the f16 exponent
+  if (e >= 0x1f) return sign | 0x7c00u;                    // too large: infinity
+  if (e <= 0) {
+    // Subnormal (or zero): value = m * 2^(e - 25) with the implicit bit made explicit.
+    if (e < -10) return sign;  // below half the smallest subnormal: rounds to zero
+    const uint32_t m = mant | 0x800000u;
+    const int shift = 14 - e;  // bits dropped
+    uint32_t h = m >> shift;
+    const uint32_t rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (h & 1u))) ++h;
+    return sign | static_cast<uint16_t>(h);
+  }
+  uint32_t h = (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  const uint32_t rest = mant & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent
+  return sign | static_cast<uint16_t>(h);                    // (up to infinity: still right)
+}
+
+/// f32 -> bf16 bits, rounded to nearest even; NaN stays NaN (quiet).
+inline uint16_t f32_to_bf16_bits(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
 inline float f16_to_f32(uint16_t h) { return std::bit_cast<float>(f16_to_f32_bits(h)); }
 inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(bf16_to_f32_bits(b)); }
 

@@ -24,6 +24,7 @@ void compose_matmul_add_layernorm_matmul(Backend& be, const OpCall& c) {
   be.copy(*x.storage(), x.offset() * sizeof(float), *x_new.storage(),
           x_new.offset() * sizeof(float), bytes);
   OpAttrs acc;
+  acc.spec = c.attrs.spec1;
   acc.accumulate = true;
   run(be, c.function, Op::matmul, {c.inputs[1], c.inputs[2], c.inputs[3]}, {&x_new}, acc);
   OpAttrs lm;

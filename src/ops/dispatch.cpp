@@ -69,7 +69,8 @@ void run(Backend& be, const OpCall& call) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     return;
   }
-  if (op_info(call.op).kind == OpKind::fused && key == table_key(call.op)) return compose(be, call);
+  // A fused op runs as its parts, whatever its dtypes: each part is looked up by its own.
+  if (op_info(call.op).kind == OpKind::fused) return compose(be, call);
   throw Error(ErrorKind::Unsupported, op_info(call.op).name + ": device " + be.info().device.str() +
                                           " has no kernel for " + key_str(call.op, key));
 }

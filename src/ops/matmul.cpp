@@ -17,20 +17,21 @@ struct Resolved {
 };
 
 // Validates a matmul's operands and matmul_add_'s acc (nullptr for matmul), errors naming
-// `op`: dtypes, then devices, then shapes (acc's shape is the caller's to check).
-// `weights`: b may take every dtype the op table accepts for matmul's weights (matmul,
-// matmul_add_), else only f32 (the fused ops' tables declare f32 weights).
+// `op`: dtypes, then devices, then shapes (acc's shape is the caller's to check). b may be
+// f32 or a weight of any dtype the op table accepts; a non-f32 b is a 2-D [N, K] matrix used
+// with trans_b (weights of those dtypes are stored [out, in], blocks along K).
 Resolved resolve(const char* op, const Tensor* acc, const Tensor& a, const Tensor& b,
-                 const MatmulSpec& spec, const Tensor& bias, bool weights = false) {
+                 const MatmulSpec& spec, const Tensor& bias) {
   if (acc) check_f32(op, "acc", *acc);
   check_f32(op, "a", a);
-  if (!weights) {
-    check_f32(op, "b", b);
-  } else {
-    if (!b.defined()) fail(ErrorKind::Shape, op, "b is an undefined tensor");
-    // Weights of the dtypes the op table accepts; the kernel is looked up by them.
-    check_input_dtype(Op::matmul, 1, op, b.dtype(), b.shape().str());
-  }
+  if (!b.defined()) fail(ErrorKind::Shape, op, "b is an undefined tensor");
+  // Weights of the dtypes the op table accepts; the kernel is looked up by them.
+  check_input_dtype(Op::matmul, 1, op, b.dtype(), b.shape().str());
+  if (b.dtype() != DType::F32 && (b.rank() != 2 || !spec.trans_b))
+    fail(ErrorKind::Shape, op,
+         std::string("b of dtype ") + dtype_name(b.dtype()) +
+             " must be a 2-D [N, K] matrix used with trans_b, got " + b.shape().str() +
+             (spec.trans_b ? "" : " without trans_b"));
   if (bias.defined()) check_f32(op, "bias", bias);
   Backend& be = same_device(op, {acc ? acc : &a, &a, &b, &bias});
   check_rank(op, "a", a, 2, 3);
@@ -78,7 +79,7 @@ bool overlaps(const Tensor& x, const Tensor& y) {
 
 Tensor matmul(const Tensor& a, const Tensor& b, const MatmulSpec& spec, const Tensor& bias) {
   const char* op = "matmul";
-  const Resolved r = resolve(op, nullptr, a, b, spec, bias, /*weights=*/true);
+  const Resolved r = resolve(op, nullptr, a, b, spec, bias);
   Tensor out = Tensor::empty(Shape::checked(r.dims, op), DType::F32, a.device());
   if (out.numel() > 0) {
     OpAttrs at;
@@ -95,8 +96,7 @@ namespace {
 Backend& check_matmul_add(const char* op, const char* acc_name, const Tensor& acc, const Tensor& a,
                           const Tensor& b, const MatmulSpec& spec, const Tensor& bias,
                           bool in_place) {
-  // matmul_add_ (in place) takes matmul's weight dtypes; the fused op f32 ones.
-  const Resolved r = resolve(op, &acc, a, b, spec, bias, /*weights=*/in_place);
+  const Resolved r = resolve(op, &acc, a, b, spec, bias);
   if (acc.shape().dims() != r.dims)
     fail(ErrorKind::Shape, op,
          std::string(acc_name) + " " + acc.shape().str() + " must be the product's shape " +
@@ -158,9 +158,13 @@ Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta
 ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, const Tensor& w1,
                                             const Tensor& b1, const Tensor& gamma,
                                             const Tensor& beta, float eps, const Tensor& w2,
-                                            const MatmulSpec& spec2, const Tensor& b2) {
+                                            const MatmulSpec& spec2, const Tensor& b2,
+                                            const MatmulSpec& spec1) {
   const char* op = "matmul_add_layernorm_matmul";
-  Backend& be = check_matmul_add(op, "x", x, a, w1, {}, b1, /*in_place=*/false);
+  if (spec1.gelu || spec1.alpha != 1.0f || spec1.b_rows != 0 || spec1.trans_a)
+    fail(ErrorKind::Shape, op,
+         "spec1 may only set trans_b (the residual product is x += a @ w1 + b1)");
+  Backend& be = check_matmul_add(op, "x", x, a, w1, spec1, b1, /*in_place=*/false);
   const Resolved r = check_layernorm_matmul(op, x, gamma, beta, eps, w2, spec2, b2);
   ResidualProduct res{Tensor::empty(x.shape(), DType::F32, x.device()),
                       Tensor::empty(Shape::checked(r.dims, op), DType::F32, x.device())};
@@ -168,6 +172,7 @@ ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, co
   if (res.out.numel() == 0) {      // w2 of no columns: x_new only
     res.x.copy_from(x);
     OpAttrs at;
+    at.spec = spec1;
     at.accumulate = true;
     run(be, op, Op::matmul, {&a, &w1, &b1}, {&res.x}, at);
     return res;
@@ -175,6 +180,7 @@ ResidualProduct matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a, co
   OpAttrs at;
   at.eps = eps;
   at.spec = spec2;
+  at.spec1 = spec1;
   run(be, op, Op::matmul_add_layernorm_matmul, {&x, &a, &w1, &b1, &gamma, &beta, &w2, &b2},
       {&res.x, &res.out}, at);
   return res;

@@ -2,6 +2,7 @@
 // every other backend, and fast. Kernels live in one file per family:
 //   host_memory.cpp, cpu_backend.cpp  storage (large blocks recycled) and device info
 //   matmul.cpp + gemm*.cpp         matmul, LM head (packed, register-tiled GEMM; GEMV for m=1)
+//   weight_kernels.cpp + quant*.cpp  matmul and embedding with f16/bf16/q8_0/q4_0 weights
 //   elementwise.cpp                add, gelu, gelu_bwd, scale, dropout, adamw, sumsq
 //   rows.cpp                       softmax, layernorm (+ backward), sum_rows, argmax_rows
 //   gather.cpp                     embedding, scatter_add_rows, gather_nll, ce_bwd
@@ -9,13 +10,24 @@
 //   attention.cpp (+ _avx2/_avx512) fused causal attention (attention_loops.h: the tile)
 #pragma once
 
+#include "backend/cpu/gemm.h"
 #include "backend/op_methods.h"
 
 namespace forge::cpu {
 
+/// Registers the kernels for weights in 16-bit and block dtypes (weight_kernels.cpp).
+void add_weight_kernels(Backend& be);
+
+/// The GEMM problem of a validated matmul call with an f32, f16 or bf16 b (matmul.cpp).
+gemm::Problem matmul_problem(const Tensor& a, const Tensor& b, const Tensor& bias,
+                             const MatmulSpec& spec, bool accumulate, Tensor& out);
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() { add_op_methods(*this); }
+  CpuBackend() {
+    add_op_methods(*this);
+    add_weight_kernels(*this);
+  }
   DeviceInfo info() const override;
   std::shared_ptr<Storage> allocate(size_t bytes) override;
   std::shared_ptr<Storage> allocate_zeros(size_t bytes) override;

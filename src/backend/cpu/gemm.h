@@ -29,6 +29,9 @@ namespace forge::cpu::gemm {
 ///   C_b[i, j] = c[b*stride_c + i*ldc + j]                                            [M, N]
 /// A stride of 0 shares that operand across the batch. bias is [N] or nullptr. K = 0 gives
 /// [acc +] [gelu](bias or zeros). The caller guarantees valid, non-overlapping, in-bounds pointers.
+/// The element type of B: f32, or 16-bit weights widened to f32 as they are loaded.
+enum class BType : uint8_t { f32, f16, bf16 };
+
 struct Problem {
   int64_t batch = 1, M = 0, N = 0, K = 0;
   const float* a = nullptr;
@@ -43,6 +46,11 @@ struct Problem {
   const float* bias = nullptr;
   bool gelu = false;        // epilogue: gelu after alpha and the bias
   bool accumulate = false;  // C += the result (C is read): the residual stream's x += y @ W
+  /// f16/bf16 B: b16 holds it (b is unused); only trans_b with stride_b = 0 (weights stored
+  /// [N, K], as forge keeps every non-f32 weight). Each value is widened to f32 exactly, and
+  /// the product is then the f32 one.
+  BType b_type = BType::f32;
+  const uint16_t* b16 = nullptr;
 };
 
 /// Rows of op(A) up to which the unpacked streaming (GEMV-like) path is used. Measured on
@@ -77,7 +85,16 @@ struct Kernels {
                  int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha, const float* bias);
   void (*rows_t)(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb,
                  int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha, const float* bias);
+  /// rows_t with f16 / bf16 b [N, K], widened in registers (nullptr: the driver widens a few
+  /// rows at a time into a buffer and runs rows_t on it). Index 0 f16, 1 bf16.
+  void (*rows_t16[2])(int m, int64_t K, const float* a, int64_t lda, const uint16_t* b, int64_t ldb,
+                      int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha,
+                      const float* bias);
 };
+
+/// dst[0:n] = src[0:n] widened to f32 (t: f16 or bf16), exactly; vectorized where the CPU
+/// can (F16C).
+void widen(BType t, const uint16_t* src, int64_t n, float* dst);
 
 const Kernels& kernels_portable();
 /// nullptr when the build (e.g. wasm) does not compile that instruction set.

@@ -298,7 +298,7 @@ void rows_t(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
 
 const Kernels* kernels_avx2() {
   static const Kernels k{"avx2", kMR,    kNR,   256,    6 * 24, 2048,
-                         pack_a, pack_b, macro, rows_n, rows_t};
+                         pack_a, pack_b, macro, rows_n, rows_t, {nullptr, nullptr}};
   return &k;
 }
 

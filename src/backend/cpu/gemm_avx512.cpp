@@ -267,13 +267,32 @@ inline float hsum(__m512 v) {
   return _mm_cvtss_f32(x);
 }
 
+// B loads of the streaming dot kernels: 16 values (masked) as f32, from f32, f16 or bf16.
+struct LoadF32 {
+  using T = float;
+  static __m512 load(__mmask16 m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct LoadF16 {
+  using T = uint16_t;
+  static __m512 load(__mmask16 m, const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+  }
+};
+struct LoadBF16 {
+  using T = uint16_t;
+  static __m512 load(__mmask16 m, const uint16_t* p) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+  }
+};
+
 // One 16-wide k step of dots(): kRB rows of b against kM rows of a.
-template <int kM, int kRB>
-inline void dot_step(__m512 (&acc)[kM][kRB], const float* a, int64_t lda, const float* bj,
+template <class L, int kM, int kRB>
+inline void dot_step(__m512 (&acc)[kM][kRB], const float* a, int64_t lda, const typename L::T* bj,
                      int64_t ldb, int64_t k, __mmask16 m) {
   __m512 bv[kRB];
 #pragma GCC unroll 8
-  for (int q = 0; q < kRB; ++q) bv[q] = _mm512_maskz_loadu_ps(m, bj + q * ldb + k);
+  for (int q = 0; q < kRB; ++q) bv[q] = L::load(m, bj + q * ldb + k);
 #pragma GCC unroll 8
   for (int r = 0; r < kM; ++r) {
     const __m512 av = _mm512_maskz_loadu_ps(m, a + r * lda + k);
@@ -284,8 +303,8 @@ inline void dot_step(__m512 (&acc)[kM][kRB], const float* a, int64_t lda, const 
 
 // kRB rows of b [N, K] against kM rows of a: kM * kRB dot products with one accumulator
 // each (8 or more independent FMA chains hide the FMA latency).
-template <int kM, int kRB>
-void dots(int64_t K, const float* a, int64_t lda, const float* bj, int64_t ldb, float* c,
+template <class L, int kM, int kRB>
+void dots(int64_t K, const float* a, int64_t lda, const typename L::T* bj, int64_t ldb, float* c,
           int64_t ldc, int64_t j, float alpha, const float* bias) {
   __m512 acc[kM][kRB];
 #pragma GCC unroll 8
@@ -293,8 +312,8 @@ void dots(int64_t K, const float* a, int64_t lda, const float* bj, int64_t ldb, 
 #pragma GCC unroll 8
     for (int q = 0; q < kRB; ++q) acc[r][q] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 16 <= K; k += 16) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, 0xFFFF);
-  if (k < K) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, lanes(K - k));
+  for (; k + 16 <= K; k += 16) dot_step<L, kM, kRB>(acc, a, lda, bj, ldb, k, 0xFFFF);
+  if (k < K) dot_step<L, kM, kRB>(acc, a, lda, bj, ldb, k, lanes(K - k));
 #pragma GCC unroll 8
   for (int r = 0; r < kM; ++r)
 #pragma GCC unroll 8
@@ -302,24 +321,29 @@ void dots(int64_t K, const float* a, int64_t lda, const float* bj, int64_t ldb, 
       c[r * ldc + j + q] = alpha * hsum(acc[r][q]) + (bias ? bias[j + q] : 0.0f);
 }
 
-template <int kM, int kRB>
-void rows_t_m(int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
-              int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
+template <class L, int kM, int kRB>
+void rows_t_m(int64_t K, const float* a, int64_t lda, const typename L::T* b, int64_t ldb,
+              int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
   int64_t j = j0;
   for (; j + kRB <= j1; j += kRB)
-    dots<kM, kRB>(K, a, lda, b + j * ldb, ldb, c, ldc, j, alpha, bias);
-  for (; j < j1; ++j) dots<kM, 1>(K, a, lda, b + j * ldb, ldb, c, ldc, j, alpha, bias);
+    dots<L, kM, kRB>(K, a, lda, b + j * ldb, ldb, c, ldc, j, alpha, bias);
+  for (; j < j1; ++j) dots<L, kM, 1>(K, a, lda, b + j * ldb, ldb, c, ldc, j, alpha, bias);
 }
 
-void rows_t(int m, int64_t K, const float* a, int64_t lda, const float* b, int64_t ldb, int64_t j0,
-            int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
+template <class L>
+void rows_t_of(int m, int64_t K, const float* a, int64_t lda, const typename L::T* b, int64_t ldb,
+               int64_t j0, int64_t j1, float* c, int64_t ldc, float alpha, const float* bias) {
   switch (m) {
-    case 1: return rows_t_m<1, 8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 2: return rows_t_m<2, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    case 3: return rows_t_m<3, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
-    default: return rows_t_m<4, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 1: return rows_t_m<L, 1, 8>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 2: return rows_t_m<L, 2, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    case 3: return rows_t_m<L, 3, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
+    default: return rows_t_m<L, 4, 4>(K, a, lda, b, ldb, j0, j1, c, ldc, alpha, bias);
   }
 }
+
+constexpr auto rows_t = rows_t_of<LoadF32>;
+constexpr auto rows_t_f16 = rows_t_of<LoadF16>;
+constexpr auto rows_t_bf16 = rows_t_of<LoadBF16>;
 
 }  // namespace
 
@@ -328,7 +352,7 @@ const Kernels* kernels_avx512() {
   // from L2; mc: a 168 x 384 A block (252 KiB) stays in L2; nc: a 384 x 1024 B panel
   // (1.5 MiB) in L3.
   static const Kernels k{"avx512", kMR,    kNR,   384,    14 * 12, 1024,
-                         pack_a,   pack_b, macro, rows_n, rows_t};
+                         pack_a,   pack_b, macro, rows_n, rows_t,  {rows_t_f16, rows_t_bf16}};
   return &k;
 }
 

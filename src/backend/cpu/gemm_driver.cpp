@@ -50,6 +50,7 @@ thread_local Scratch t_pack_a;
 thread_local Scratch t_pack_b;
 thread_local Scratch t_rows;  // small-m path: op(A) rows made contiguous when trans_a
 thread_local Scratch t_epi;   // small-m path with accumulate: the product before it is added
+thread_local Scratch t_wide;  // 16-bit B: rows widened to f32 before packing or streaming
 
 std::atomic<int> g_forced{-1};  // a forced SimdLevel, or -1
 
@@ -116,6 +117,25 @@ void fill_k0(const Problem& p) {
 
 // ---- small m: stream B without packing ---------------------------------------------------
 
+// Rows of widened B per step of rows_t_wide (a few KiB to a few tens of KiB: stays in L1/L2).
+constexpr int64_t kWideRows = 8;
+
+// rows_t over a 16-bit B [N, K] for columns [j0, j1): the kernel set's own (which widens in
+// registers), else kWideRows rows at a time widened into a buffer and run through rows_t.
+void rows_t_any(const Kernels& ks, const Problem& p, int m, const float* a, int64_t lda,
+                const uint16_t* b, int64_t j0, int64_t j1, float* c, int64_t ldc,
+                const float* bias) {
+  const int t = p.b_type == BType::bf16 ? 1 : 0;
+  if (ks.rows_t16[t])
+    return ks.rows_t16[t](m, p.K, a, lda, b, p.ldb, j0, j1, c, ldc, p.alpha, bias);
+  float* w = t_wide.get(static_cast<size_t>(kWideRows * p.K));
+  for (int64_t j = j0; j < j1; j += kWideRows) {
+    const int64_t n = std::min(kWideRows, j1 - j);
+    for (int64_t r = 0; r < n; ++r) widen(p.b_type, b + (j + r) * p.ldb, p.K, w + r * p.K);
+    ks.rows_t(m, p.K, a, lda, w, p.K, 0, n, c + j, ldc, p.alpha, bias ? bias + j : nullptr);
+  }
+}
+
 void run_small(const Kernels& ks, const Problem& p) {
   const int threads = pool_size();
   // Slices per batch item: enough tasks for every thread, each streaming a decent slice.
@@ -143,9 +163,21 @@ void run_small(const Kernels& ks, const Problem& p) {
       a = rows;
       lda = p.K;
     }
-    const float* b = p.b + bi * p.stride_b;
     float* c = p.c + bi * p.stride_c;
     const int m = static_cast<int>(p.M);
+    if (p.b_type != BType::f32) {  // [N, K], shared by the batch (gemm.h)
+      if (!p.accumulate) {
+        rows_t_any(ks, p, m, a, lda, p.b16, j0, j1, c, p.ldc, p.bias);
+        if (p.gelu) finish_rows(p, m, j1 - j0, c + j0, p.ldc, c + j0, p.ldc);
+        return;
+      }
+      const int64_t w = j1 - j0;
+      float* v = t_epi.get(static_cast<size_t>(m * w));
+      rows_t_any(ks, p, m, a, lda, p.b16 + j0 * p.ldb, 0, w, v, w, p.bias ? p.bias + j0 : nullptr);
+      finish_rows(p, m, w, v, w, c + j0, p.ldc);
+      return;
+    }
+    const float* b = p.b + bi * p.stride_b;
     if (!p.accumulate) {
       if (p.trans_b)
         ks.rows_t(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
@@ -170,11 +202,21 @@ void run_small(const Kernels& ks, const Problem& p) {
 
 // ---- the packed path -----------------------------------------------------------------------
 
+// Packs op(B)[k0 : k0+kc, j0 : j0+nc] (Kernels::pack_b); a 16-bit B [N, K] is widened into a
+// buffer [nc, kc] first and packed from there.
+void pack_b_any(const Kernels& ks, const Problem& p, const float* b, int64_t k0, int64_t j0,
+                int64_t nc, int64_t kc, float* dst) {
+  if (p.b_type == BType::f32) return ks.pack_b(b, p.ldb, p.trans_b, k0, j0, nc, kc, dst);
+  float* w = t_wide.get(static_cast<size_t>(nc * kc));
+  for (int64_t r = 0; r < nc; ++r) widen(p.b_type, p.b16 + (j0 + r) * p.ldb + k0, kc, w + r * kc);
+  ks.pack_b(w, kc, true, 0, 0, nc, kc, dst);
+}
+
 // One task: rows [i0, i1) x columns [j0, j1) of C for batch item bi.
 void run_block(const Kernels& ks, const Problem& p, int64_t bi, int64_t i0, int64_t i1, int64_t j0,
                int64_t j1) {
   const float* a = p.a + bi * p.stride_a;
-  const float* b = p.b + bi * p.stride_b;
+  const float* b = p.b_type == BType::f32 ? p.b + bi * p.stride_b : nullptr;
   float* c = p.c + bi * p.stride_c;
   float* pb = t_pack_b.get(static_cast<size_t>(ks.nc) * ks.kc);
   const int64_t rows = i1 - i0;
@@ -190,7 +232,7 @@ void run_block(const Kernels& ks, const Problem& p, int64_t bi, int64_t i0, int6
       const int64_t nc = std::min<int64_t>(ks.nc, j1 - jc);
       for (int64_t pc = 0; pc < p.K; pc += ks.kc) {
         const int64_t kc = std::min<int64_t>(ks.kc, p.K - pc);
-        ks.pack_b(b, p.ldb, p.trans_b, pc, jc, nc, kc, pb);
+        pack_b_any(ks, p, b, pc, jc, nc, kc, pb);
         const float* bias = pc == 0 && p.bias ? p.bias + jc : nullptr;
         ks.macro(rows, nc, kc, pa + pc * rows_pad, pb, c + i0 * p.ldc + jc, p.ldc, p.alpha, bias,
                  pc > 0 || p.accumulate);
@@ -204,7 +246,7 @@ void run_block(const Kernels& ks, const Problem& p, int64_t bi, int64_t i0, int6
     const int64_t nc = std::min<int64_t>(ks.nc, j1 - jc);
     for (int64_t pc = 0; pc < p.K; pc += ks.kc) {
       const int64_t kc = std::min<int64_t>(ks.kc, p.K - pc);
-      ks.pack_b(b, p.ldb, p.trans_b, pc, jc, nc, kc, pb);
+      pack_b_any(ks, p, b, pc, jc, nc, kc, pb);
       // The first depth block stores alpha * AB + bias (adds it to C with accumulate),
       // later ones accumulate onto it; the gelu epilogue follows the last one.
       const bool first = pc == 0, last = pc + kc >= p.K;

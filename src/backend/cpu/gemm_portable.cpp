@@ -141,8 +141,8 @@ void rows_t(int m, int64_t K, const float* a, int64_t lda, const float* b, int64
 }  // namespace
 
 const Kernels& kernels_portable() {
-  static const Kernels k{"portable", kMR,    kNR,   256,    128,   2048,
-                         pack_a,     pack_b, macro, rows_n, rows_t};
+  static const Kernels k{"portable", kMR,    kNR,   256,    128,    2048,
+                         pack_a,     pack_b, macro, rows_n, rows_t, {nullptr, nullptr}};
   return k;
 }
 

@@ -9,8 +9,8 @@ namespace forge::cpu {
 // [N, K] | [B, N, K]), of which only the first b_rows stored rows are used when b_rows > 0;
 // out: [M, N] | [B, M, N] (read first with accumulate). Shapes were validated by
 // ops/matmul.cpp.
-void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
-                        const MatmulSpec& spec, bool accumulate, Tensor& out) {
+gemm::Problem matmul_problem(const Tensor& a, const Tensor& b, const Tensor& bias,
+                             const MatmulSpec& spec, bool accumulate, Tensor& out) {
   gemm::Problem p;
   p.batch = out.rank() == 3 ? out.dim(0) : 1;
   p.M = out.dim(-2);
@@ -20,7 +20,12 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   p.lda = a.dim(-1);
   p.stride_a = a.rank() == 3 ? a.dim(-2) * a.dim(-1) : 0;
   p.trans_a = spec.trans_a;
-  p.b = b.data<float>();
+  if (b.dtype() == DType::F32) {
+    p.b = b.data<float>();
+  } else {  // f16 / bf16, [N, K] (validated)
+    p.b_type = b.dtype() == DType::BF16 ? gemm::BType::bf16 : gemm::BType::f16;
+    p.b16 = reinterpret_cast<const uint16_t*>(b.host_bytes());
+  }
   p.ldb = b.dim(-1);
   // The batch stride is the full stored matrix even when b_rows cuts it (the KV cache).
   p.stride_b = b.rank() == 3 ? b.dim(-2) * b.dim(-1) : 0;
@@ -32,7 +37,12 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   p.bias = bias.defined() ? bias.data<float>() : nullptr;
   p.gelu = spec.gelu;
   p.accumulate = accumulate;
-  gemm::run(p);
+  return p;
+}
+
+void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
+                        const MatmulSpec& spec, bool accumulate, Tensor& out) {
+  gemm::run(matmul_problem(a, b, bias, spec, accumulate, out));
 }
 
 }  // namespace forge::cpu

@@ -345,7 +345,7 @@ bool VulkanBackend::takes_matmul_add_layernorm_matmul(const OpCall& c) const {
   return chain_mode(ctx_->discrete()) != ChainMode::off && g.groups1 + g.groups2 < 65536 &&
          ctx_->max_bindings() >= kGemvChainBindings && x.rank() == 2 && x.dim(0) == 1 &&
          a.rank() == 2 && w1.rank() == 2 && w2.rank() == 2 && b1.defined() && !spec2.trans_a &&
-         !spec2.trans_b && spec2.alpha == 1.0f &&
+         !c.attrs.spec1.trans_b && !spec2.trans_b && spec2.alpha == 1.0f &&
          (spec2.b_rows == 0 || spec2.b_rows == w2.dim(0)) && N1 <= kLnGemvMaxK && N1 % 4 == 0 &&
          N2 % 4 == 0 && w1.offset() % 4 == 0 && w2.offset() % 4 == 0 &&
          g.groups1 + g.groups2 <= ctx_->limits().maxComputeWorkGroupCount[0];

@@ -43,6 +43,7 @@ class Graph {
 /// An op's attributes, for every op (op_table.def says which fields each op reads).
 struct OpAttrs {
   MatmulSpec spec;          // matmul, layernorm_matmul, matmul_add_layernorm_matmul (spec2)
+  MatmulSpec spec1;         // matmul_add_layernorm_matmul: w1's (trans_b only)
   bool accumulate = false;  // matmul: out += the product
   float eps = 1e-5f;        // layernorm family
   bool causal = false;      // softmax
