@@ -173,6 +173,25 @@ TEST(Cli, BenchGemvReportsBandwidthOfB) {
   EXPECT_NEAR(bytes, 300.0 * 70 * 4, 1e-3 * 300 * 70 * 4);
 }
 
+TEST(Cli, BenchGemvOfQuantizedWeightsReadsTheirBytes) {
+  // b in q4_0: 18 bytes per 32 weights; --dtype needs b stored [N, K].
+  const CliResult r = run_forge(
+      "bench --op matmul --m 1 --n 300 --k 64 --trans-b --dtype q4_0 --repeat 3 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = parse_json(r);
+  EXPECT_EQ(j.at("dtype"), "q4_0");
+  EXPECT_TRUE(j.at("openblas_gflops").is_null());  // OpenBLAS has no q4_0 product
+  const double bytes = j.at("gbps").get<double>() * 1e9 * j.at("ms").get<double>() * 1e-3;
+  EXPECT_NEAR(bytes, 300.0 * 2 * 18, 1e-3 * 300 * 2 * 18);
+  for (const char* bad : {"bench --op matmul --m 1 --n 8 --k 64 --dtype f16",
+                          "bench --op matmul --m 1 --n 8 --k 64 --trans-b --dtype q9",
+                          "bench --op matmul --m 1 --n 8 --k 48 --trans-b --dtype q8_0"}) {
+    const CliResult e = run_forge(bad);
+    EXPECT_EQ(e.code, 1) << bad;
+    EXPECT_EQ(e.err.rfind("error: ", 0), 0u) << bad << ": " << e.err;
+  }
+}
+
 TEST(Cli, BenchBatchedTransposedA) {
   const CliResult r =
       run_forge("bench --op matmul --m 5 --n 9 --k 7 --batch 3 --trans-a --repeat 2 --json");

@@ -3,6 +3,8 @@
 // that forge's files hold what llama.cpp's tools would write.
 #pragma once
 
+#include <string>
+
 #include "forge/tensor.h"
 
 namespace forge {
@@ -18,6 +20,10 @@ namespace forge {
 /// Errors: w undefined or not F32, U32 asked for (DType); a block dtype with a last dimension
 /// that is not whole blocks (Shape).
 Tensor convert_weights(const Tensor& w, DType dtype);
+
+/// The weight dtype named "f32", "f16", "bf16", "q8_0" or "q4_0" (dtype_name's names);
+/// Error(Format) naming them for anything else.
+DType weight_dtype_named(const std::string& name);
 
 /// Any weight dtype as F32, on w's device: exact for F16 and BF16, d * q for the blocks.
 /// Error(DType) for U32.

@@ -21,6 +21,7 @@
 #include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/ops.h"
+#include "forge/quantize.h"
 #include "forge/tensor.h"
 #include "forge/threads.h"
 
@@ -42,6 +43,7 @@ struct MatmulBenchOptions {
   int repeat = 10;
   bool json = false;
   std::string device = "cpu";
+  std::string dtype = "f32";  // b's: f16, bf16, q8_0, q4_0 are stored [N, K] (trans_b)
 };
 
 struct BenchArgs {
@@ -106,10 +108,15 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   auto dims = [&](int64_t rows, int64_t cols) {
     return o.batch > 1 ? Shape{o.batch, rows, cols} : Shape{rows, cols};
   };
+  const DType b_dtype = weight_dtype_named(o.dtype);
+  if (b_dtype != DType::F32 && (!o.trans_b || o.batch > 1))
+    fail(ErrorKind::Format, "--dtype " + o.dtype + " weights are one [N, K] matrix: pass --trans-b "
+                            "and no --batch");
   Tensor a = Tensor::empty(o.trans_a ? dims(o.k, o.m) : dims(o.m, o.k), DType::F32);
   Tensor b = Tensor::empty(o.trans_b ? dims(o.n, o.k) : dims(o.k, o.n), DType::F32);
   fill_random(a, 1);
   fill_random(b, 2);
+  if (b_dtype != DType::F32) b = convert_weights(b, b_dtype);
   MatmulSpec spec;
   spec.trans_a = o.trans_a;
   spec.trans_b = o.trans_b;
@@ -151,7 +158,8 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
   std::optional<double> blas_sec, blas_gflops, max_diff;
   const double macs = flops / 2.0;
   // OpenBLAS computes the plain product only: no side-by-side figure with an epilogue.
-  [[maybe_unused]] const bool plain = !o.bias && !o.gelu && !o.accumulate;
+  [[maybe_unused]] const bool plain =
+      !o.bias && !o.gelu && !o.accumulate && b_dtype == DType::F32;
   if (!on_cpu && macs <= kMaxCheckedMacs) {
     // Once more from the same accumulator on both devices (the timed one has drifted).
     Tensor acc_dev = o.accumulate ? acc.to(device) : Tensor();
@@ -201,6 +209,7 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
         {"n", o.n},
         {"k", o.k},
         {"batch", o.batch},
+        {"dtype", dtype_name(b_dtype)},
         {"trans_a", o.trans_a},
         {"trans_b", o.trans_b},
         {"bias", o.bias},
@@ -221,11 +230,11 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("%s a %s%s @ b %s%s%s%s on %s, %d thread%s, median of %d\n",
+  std::printf("%s a %s%s @ b %s %s%s%s%s on %s, %d thread%s, median of %d\n",
               o.accumulate ? "matmul_add_" : "matmul",
               shape_text(o.batch, o.trans_a ? o.k : o.m, o.trans_a ? o.m : o.k).c_str(),
               o.trans_a ? "^T" : "",
-              shape_text(o.batch, o.trans_b ? o.n : o.k, o.trans_b ? o.k : o.n).c_str(),
+              dtype_name(b_dtype), shape_text(o.batch, o.trans_b ? o.n : o.k, o.trans_b ? o.k : o.n).c_str(),
               o.trans_b ? "^T" : "", o.bias ? " + bias" : "", o.gelu ? ", gelu" : "",
               device.str().c_str(), threads, threads == 1 ? "" : "s", o.repeat);
   std::printf("  forge     %10.4f ms  %8.1f GFLOP/s", sec * 1e3, gflops);
@@ -281,6 +290,9 @@ void register_bench(CLI::App& app, Action& action) {
       cmd->add_flag("--trans-b", mo.trans_b,
                     "matmul: b is stored [N, K] and used transposed (the tied LM head)"),
       cmd->add_flag("--bias", mo.bias, "matmul: add a bias [N]"),
+      cmd->add_option("--dtype", mo.dtype,
+                      "matmul: b's dtype, f32 (default), f16, bf16, q8_0 or q4_0 (the others are "
+                      "weights stored [N, K]: with --trans-b)"),
       cmd->add_flag("--gelu", mo.gelu, "matmul: the gelu epilogue (MatmulSpec::gelu)"),
       cmd->add_flag("--accumulate", mo.accumulate,
                     "matmul: time matmul_add_ (add the product to an [M, N] accumulator)"),

@@ -98,6 +98,13 @@ Tensor convert_weights(const Tensor& w, DType dtype) {
   return Tensor::from_bytes(out.data(), out.size(), w.shape(), dtype, w.device());
 }
 
+DType weight_dtype_named(const std::string& name) {
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+    if (name == dtype_name(d)) return d;
+  throw Error(ErrorKind::Format,
+              "unknown weight dtype '" + name + "' (expected f32, f16, bf16, q8_0 or q4_0)");
+}
+
 Tensor widen_weights(const Tensor& w) {
   const char* fn = "widen_weights";
   if (!w.defined()) throw Error(ErrorKind::DType, std::string(fn) + ": w is undefined");
