@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "forge/device.h"
+#include "forge/dtype.h"
 
 namespace forge {
 
@@ -50,6 +51,11 @@ void set_device_setting(Device device, const std::string& name, const std::strin
 std::string device_setting(Device device, const std::string& name);
 /// The names of a device's settings (none on the CPU).
 std::vector<std::string> device_setting_names(Device device);
+
+/// Whether `device` multiplies by weights of `dtype` and gathers rows from them (matmul with
+/// such a b, embedding with such a table): always for F32; the CPU for every weight dtype.
+/// Error(Device) if the device does not exist.
+bool device_runs_weights(Device device, DType dtype);
 
 /// The registered backends' names, in registration order.
 std::vector<std::string> backend_names();

@@ -17,6 +17,10 @@
 #include "forge/device_queue.h"
 #include "forge/tensor.h"
 
+namespace forge {
+class Tokenizer;
+}
+
 namespace forge::gpt2 {
 
 /// The architecture's sizes. Field names follow HF's GPT2Config.
@@ -69,13 +73,11 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-/// One transformer block's weights. The model's one orientation for every linear weight,
-/// the fused seams' included: HF "Conv1D", y = x @ W + b with W [in, out] = [K, N], matmul's
-/// b untransposed. The token embedding is [V, C], and the tied LM head multiplies by it
-/// transposed (trans_b). GGUF files store linear weights [out, in] (ggml's ne = {in, out}),
-/// with block dtypes blocked along `in`: a loader transposes element dtypes into this
-/// orientation; block-quantized weights, which cannot be transposed block by block, enter
-/// matmul with trans_b (issue 18).
+/// One transformer block's weights. Linear weights in F32 have HF's "Conv1D" orientation,
+/// y = x @ W + b with W [in, out] = [K, N] (matmul's b untransposed); in F16, BF16, Q8_0 or
+/// Q4_0 they are stored [out, in] = [N, K], as GGUF files store them (ggml's ne = {in, out},
+/// blocks along `in`), and enter matmul with trans_b. The shapes below are the F32 ones.
+/// LayerNorm parameters and biases are F32.
 struct LayerWeights {
   Tensor ln_1_w, ln_1_b;  // [C]
   Tensor attn_w;          // [C, 3C]  (q | k | v, heads contiguous in each)
@@ -89,12 +91,13 @@ struct LayerWeights {
   Tensor fc_proj_b;       // [C]
 };
 
-/// All weights, F32, on the model's device.
+/// All weights, on the model's device: linear weights as LayerWeights says; wte and an
+/// untied head [V, C] in any weight dtype; the position embedding F32.
 struct Weights {
   /// Token embedding [V, C], also the tied LM head. One tensor on every device: a backend
   /// whose kernels bind less than its bytes splits the binding itself (Vulkan: windows).
   Tensor wte;
-  Tensor wpe;                        // [P, C]
+  Tensor wpe;                        // [P, C], F32
   std::vector<LayerWeights> layers;  // L blocks
   Tensor ln_f_w, ln_f_b;             // [C]
   /// An untied LM head [V, C]; undefined when tied (the usual case,
@@ -130,11 +133,20 @@ class Model {
  public:
   /// Loads a model folder: config.json + model.safetensors, or a sharded checkpoint
   /// (model.safetensors.index.json + shards). Tensor names with or without the
-  /// "transformer." prefix; F32, F16 or BF16 (converted to F32); F32 CPU tensors are used in
-  /// place from the mapped file where possible. "lm_head.weight" is used only when present
+  /// "transformer." prefix; F32, F16 or BF16. 2-D weights keep their dtype (linear ones in
+  /// the [out, in] layout of LayerWeights), on a device that runs it (device_runs_weights;
+  /// else they are widened to F32); the 1-D ones and wpe become F32. F32 CPU tensors are used
+  /// in place from the mapped file where possible. "lm_head.weight" is used only when present
   /// and different from wte (the loaded config then says tie_word_embeddings = false); a
   /// config with tie_word_embeddings = false needs it. Errors: missing folder/files (Io), malformed
   /// files (Format), a missing tensor or one whose shape does not match the config (Format).
+  /// `dir` may also be a GGUF file ("*.gguf") of llama.cpp's gpt2 architecture: the config
+  /// from its metadata (gpt2.block_count, .embedding_length, .context_length,
+  /// .attention.head_count, .attention.layer_norm_epsilon; the vocabulary from token_embd;
+  /// an untied head when output.weight is there), the weights in their dtypes (F32, F16,
+  /// BF16, Q8_0, Q4_0) as above. Error(Format) for a missing, unexpected or misshapen tensor
+  /// and missing metadata; Error(Unsupported) for another architecture or a ggml type forge
+  /// lacks; the file's own errors as forge/gguf.h says.
   static Model load(const std::string& dir, const ModelOptions& options);
   static Model load(const std::string& dir, Device device = Device::cpu());
 
@@ -145,13 +157,37 @@ class Model {
   static Model random(const Config& config, uint64_t seed = 0, Device device = Device::cpu());
 
   /// Builds a model from weights already in place (training code, converters); checks
-  /// every shape against the config (Error(Format)) and that all are F32 on one device;
-  /// weights.lm_head must be undefined exactly when config.tie_word_embeddings.
+  /// every shape and dtype against the config and Weights' layout (Error(Format) /
+  /// Error(DType)) and that all are on one device; weights.lm_head must be undefined exactly
+  /// when config.tie_word_embeddings.
   static Model from_weights(const Config& config, Weights weights);
 
-  /// Writes config.json + model.safetensors (F32, HF names without prefix, wte as one
-  /// tensor) into `dir`, creating it. Error(Io) if it cannot be written.
+  /// This model with every 2-D weight (the linear weights, wte and an untied head) in
+  /// `dtype` (the layout of LayerWeights), rounded by convert_weights (forge/quantize.h);
+  /// wpe, LayerNorm parameters and biases stay F32. From F32 weights: a lower-precision
+  /// weight is rounded once. Error(DType) for U32; Error(Shape) for a block dtype when
+  /// n_embd is not a multiple of 32.
+  Model converted(DType dtype) const;
+  /// This model with every weight F32 (HF's layout), exactly widened: what training and
+  /// save() work on.
+  Model widened() const;
+  /// The dtype of the linear weights (of wte when there are no layers).
+  DType weight_dtype() const;
+  /// Bytes that the weights take in memory.
+  uint64_t weight_bytes() const;
+
+  /// Writes config.json + model.safetensors (F32, widened from other dtypes; HF names
+  /// without prefix, wte as one tensor) into `dir`, creating it. Error(Io) if it cannot be
+  /// written.
   void save(const std::string& dir) const;
+
+  /// Writes a GGUF file that llama.cpp loads (architecture gpt2, its tensor names; every
+  /// weight in its current dtype, linear F32 ones stored [out, in] as GGUF wants), with the
+  /// byte-level BPE `tokenizer` in its metadata when defined (its vocabulary must be the
+  /// model's). `name` goes to general.name. Atomic (forge/gguf.h's save). Error(Format) for a
+  /// tokenizer of another size, Error(Tokenizer) for a character-level one, Error(Io).
+  void save_gguf(const std::string& path, const Tokenizer& tokenizer,
+                 const std::string& name = "gpt2") const;
 
   /// Every weight tensor (handles sharing the model's storage) with its HF name, in HF's
   /// order: wte, wpe, the 12 tensors of each block, ln_f, then an untied head's
@@ -214,6 +250,8 @@ class Model {
   // Error(Shape) for a cache made for another model shape, Error(Device) for one on another
   // device; `fn` names the caller.
   void check_cache(const KVCache& cache, const char* fn) const;
+  // Whether the 2-D weights are of more than one dtype.
+  bool mixed_dtypes() const;
   // The cache's captured batch-1 decode step (recorded on first use, again when the
   // weights' or caches' buffers change); `greedy`: the step that writes its argmax into its
   // own token (GreedyDecoder), else the one whose logits the caller reads.

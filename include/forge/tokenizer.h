@@ -44,7 +44,7 @@ class Tokenizer {
   /// vocab.bpe (OpenAI's names for the same two files) — or tokenizer_char.json (a
   /// character-level vocab written by save()). A folder holding both BPE files and
   /// tokenizer_char.json is an error (which one was meant is unknowable). `path` may also
-  /// name a tokenizer.json or tokenizer_char.json file directly.
+  /// name a tokenizer.json, a tokenizer_char.json or a GGUF file (from_gguf) directly.
   static Tokenizer load(const std::string& path);
   /// Loads a vocab (JSON object token → id, e.g. vocab.json / encoder.json) and a merges
   /// file (optional "#version" line, then one "left right" pair per line, rank = order).
@@ -53,6 +53,27 @@ class Tokenizer {
   static Tokenizer from_tokenizer_json(const std::string& path);
   /// Loads a tokenizer_char.json written by save().
   static Tokenizer from_char_json(const std::string& path);
+
+  /// A byte-level BPE tokenizer in the form GGUF files keep GPT-2's (tokenizer.ggml.tokens,
+  /// .merges, .token_type): tokens[i] is id i's string in GPT-2's byte alphabet (as in
+  /// vocab.json), merges are "left right" in rank order, and ids whose type is 3 (control)
+  /// or 4 (user-defined) are special tokens, matched as raw text (types may be empty: then
+  /// "<|endoftext|>" alone is special, as with vocab.json). `where` names the source in
+  /// errors. Error(Tokenizer) for what from_vocab_merges refuses, and for a types list of
+  /// another length.
+  static Tokenizer from_token_list(const std::vector<std::string>& tokens,
+                                   const std::vector<std::string>& merges,
+                                   const std::vector<int64_t>& types, const std::string& where);
+  /// The tokenizer of a GGUF file (tokenizer.ggml.model "gpt2"; load() takes a .gguf path
+  /// too). Error(Tokenizer) for a file without one, or a malformed one.
+  static Tokenizer from_gguf(const std::string& path);
+  /// This BPE tokenizer in that form (types: 1 normal, 3 for the special tokens).
+  /// Error(Tokenizer) for a character-level one.
+  struct TokenList {
+    std::vector<std::string> tokens, merges;
+    std::vector<int64_t> types;
+  };
+  TokenList token_list() const;
 
   /// A character-level vocabulary of the distinct characters of `text` (see above).
   /// Error(Tokenizer) if text is empty.

@@ -116,6 +116,12 @@ std::vector<KernelTime> kernel_times(Device device) { return backend_for(device)
 
 DeviceInfo device_info(Device device) { return backend_for(device).info(); }
 
+bool device_runs_weights(Device device, DType dtype) {
+  const Backend& be = backend_for(device);
+  return be.supports(Op::matmul, dtype_key({DType::F32, dtype, DType::F32})) &&
+         be.supports(Op::embedding, dtype_key({DType::U32, dtype}));
+}
+
 void set_device_setting(Device device, const std::string& name, const std::string& value) {
   backend_for(device).set_setting(name, value);
 }

@@ -67,8 +67,10 @@ std::string read_text_file(const std::string& path) {
 int run_eval(const EvalArgs& a, bool has_ids, bool has_text) {
   if (has_ids == has_text) fail(ErrorKind::Format, "give exactly one of --ids or --text-file");
   std::error_code ec;
-  if (!fs::is_directory(a.model, ec))
-    fail(ErrorKind::Io, "model folder '" + a.model + "' does not exist or is not a folder");
+  const bool gguf = fs::is_regular_file(a.model, ec) && fs::path(a.model).extension() == ".gguf";
+  if (!gguf && !fs::is_directory(a.model, ec))
+    fail(ErrorKind::Io,
+         "model '" + a.model + "' is neither a model folder nor a .gguf file (or does not exist)");
   std::vector<uint32_t> ids;
   if (has_ids) {
     ids = parse_id_list(a.ids, "eval", "--ids");
@@ -113,7 +115,8 @@ void register_eval(CLI::App& app, Action& action) {
   CLI::App* cmd = app.add_subcommand(
       "eval", "Loss (nats) and perplexity of a GPT-2 model folder on token ids or a text file");
   auto a = std::make_shared<EvalArgs>();
-  cmd->add_option("-m,--model", a->model, "Model folder (config.json + model.safetensors)")
+  cmd->add_option("-m,--model", a->model,
+                  "Model folder (config.json + model.safetensors) or a .gguf file")
       ->required();
   CLI::Option* ids = cmd->add_option("--ids", a->ids, "Token ids, e.g. 464,2068,7586");
   CLI::Option* text = cmd->add_option("--text-file", a->text_file, "Text file to tokenize");

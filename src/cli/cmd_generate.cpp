@@ -88,8 +88,10 @@ int run_generate(const GenerateArgs& a) {
   if (has_ids) prompt = parse_id_list(a.prompt_ids, "generate", "--prompt-ids");
 
   std::error_code ec;
-  if (!fs::is_directory(a.model, ec))
-    fail(ErrorKind::Io, "model folder '" + a.model + "' does not exist or is not a folder");
+  const bool gguf = fs::is_regular_file(a.model, ec) && fs::path(a.model).extension() == ".gguf";
+  if (!gguf && !fs::is_directory(a.model, ec))
+    fail(ErrorKind::Io,
+         "model '" + a.model + "' is neither a model folder nor a .gguf file (or does not exist)");
   std::optional<Tokenizer> tok;
   if (!a.tokenizer.empty())
     tok = Tokenizer::load(a.tokenizer);
@@ -159,7 +161,8 @@ void register_generate(CLI::App& app, Action& action) {
       "generate",
       "Generate text from a GPT-2 model folder (streams to stdout; --json: one object)");
   auto a = std::make_shared<GenerateArgs>();
-  cmd->add_option("-m,--model", a->model, "Model folder (config.json + model.safetensors)")
+  cmd->add_option("-m,--model", a->model,
+                  "Model folder (config.json + model.safetensors) or a .gguf file")
       ->required();
   CLI::Option* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt text (needs a tokenizer)");
   CLI::Option* ids =

@@ -204,7 +204,8 @@ Prepared prepare_model(const TrainArgs& a, const std::vector<Setting>& settings,
         fail(ErrorKind::Format, std::string("--") + k +
                                     " cannot be combined with --init-from (the model folder "
                                     "fixes the architecture)");
-    p.init = gpt2::Model::load(a.init_from, parse_device(a.device));
+    // Training updates f32 weights: a model of 16-bit (or GGUF) weights is widened exactly.
+    p.init = gpt2::Model::load(a.init_from, parse_device(a.device)).widened();
     p.config = p.init->config();
   } else {
     p.config = gpt2::Config::preset(a.preset);

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   forge::cli::register_eval(app, action);
   forge::cli::register_train(app, action);
   forge::cli::register_plot(app, action);
+  forge::cli::register_quantize(app, action);
   // Options a subcommand does not know (--threads) are tried on the main app, so global
   // options may follow the subcommand: `forge bench --op matmul ... --threads 2`.
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();

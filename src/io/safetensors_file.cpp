@@ -10,6 +10,7 @@
 #include "io/half.h"
 #include "io/mapped_file.h"
 #include "io/safetensors_header.h"
+#include "io/tensor_io.h"
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; forge reads it in place");
@@ -28,18 +29,6 @@ struct SafeTensorsFile::Impl {
 };
 
 namespace {
-
-// Storage that aliases part of a mapped file and keeps the mapping alive.
-class MappedStorage final : public Storage {
- public:
-  MappedStorage(std::shared_ptr<io::MappedFile> map, std::byte* ptr, size_t bytes)
-      : Storage(Device::cpu(), bytes), map_(std::move(map)), ptr_(ptr) {}
-  void* host_ptr() override { return ptr_; }
-
- private:
-  std::shared_ptr<io::MappedFile> map_;
-  std::byte* ptr_;
-};
 
 uint64_t read_u64_le(const std::byte* p) {
   uint64_t v;
@@ -125,8 +114,7 @@ Tensor SafeTensorsFile::load(const std::string& name, Device device) const {
     const DType dt = ti.dtype == "F32" ? DType::F32 : DType::U32;
     if (device.is_cpu() && bytes > 0 && reinterpret_cast<uintptr_t>(src) % 4 == 0) {
       // The mapping is private and writable: the const is only this object's view of it.
-      auto storage =
-          std::make_shared<MappedStorage>(impl_->map, const_cast<std::byte*>(src), bytes);
+      auto storage = io::mapped_storage(impl_->map, const_cast<std::byte*>(src), bytes);
       return Tensor(std::move(storage), 0, ti.shape, dt);
     }
     Tensor t = Tensor::empty(ti.shape, dt, device);

@@ -11,6 +11,7 @@
 #include "forge/safetensors.h"
 #include "forge/tensor.h"
 #include "io/atomic_file.h"
+#include "io/tensor_io.h"
 
 namespace forge {
 namespace {
@@ -72,26 +73,6 @@ std::string build_header(const std::string& prefix, const NamedTensors& tensors,
   return text;
 }
 
-// Streams a tensor's bytes to `out`, through a bounded staging buffer for device memory.
-void write_tensor(io::AtomicFile& out, const Tensor& t) {
-  const size_t bytes = t.nbytes();
-  if (bytes == 0) return;
-  const size_t start = t.byte_offset();
-  if (t.device().is_cpu()) {
-    out.write(static_cast<const char*>(t.storage()->host_ptr()) + start, bytes);
-    return;
-  }
-  // Device memory: read() also waits for pending work on the tensor.
-  constexpr size_t kChunk = size_t{64} << 20;
-  std::vector<char> stage(std::min(bytes, kChunk));
-  DeviceMemory& mem = device_memory(t.device());
-  for (size_t done = 0; done < bytes; done += stage.size()) {
-    const size_t n = std::min(stage.size(), bytes - done);
-    mem.read(*t.storage(), start + done, stage.data(), n);
-    out.write(stage.data(), n);
-  }
-}
-
 void write_file(const std::string& path, const NamedTensors& tensors,
                 const std::map<std::string, std::string>& metadata) {
   const std::string prefix = "safetensors: " + path;
@@ -103,7 +84,7 @@ void write_file(const std::string& path, const NamedTensors& tensors,
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
   out.write(len, 8);
   out.write(header.data(), header.size());
-  for (const auto& [name, t] : tensors) write_tensor(out, t);
+  for (const auto& [name, t] : tensors) io::write_tensor(out, t);
   out.commit();
 }
 

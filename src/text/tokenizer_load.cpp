@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "forge/gguf.h"
 #include "text/char_json.h"
 #include "text/tokenizer_impl.h"
 
@@ -310,6 +311,50 @@ Tokenizer Tokenizer::from_vocab_merges(const std::string& vocab_path,
   return Tokenizer(Impl::build(vocab_path, vocab, merges_path, merges, added));
 }
 
+Tokenizer Tokenizer::from_token_list(const std::vector<std::string>& tokens,
+                                     const std::vector<std::string>& merges,
+                                     const std::vector<int64_t>& types, const std::string& where) {
+  if (!types.empty() && types.size() != tokens.size())
+    fail(where, std::to_string(types.size()) + " token types for " + std::to_string(tokens.size()) +
+                    " tokens");
+  std::vector<std::pair<std::string, int64_t>> vocab, added;
+  vocab.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const auto id = static_cast<int64_t>(i);
+    vocab.emplace_back(tokens[i], id);
+    const bool special =
+        types.empty() ? tokens[i] == "<|endoftext|>" : types[i] == 3 || types[i] == 4;
+    if (special) added.emplace_back(tokens[i], id);
+  }
+  std::vector<text::MergeRule> rules;
+  rules.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const std::string& m = merges[i];
+    const size_t space = m.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == m.size() ||
+        m.find(' ', space + 1) != std::string::npos)
+      fail(where, "merge " + std::to_string(i) + ": expected 'left right', got " + show_token(m));
+    rules.push_back({m.substr(0, space), m.substr(space + 1), i + 1});
+  }
+  return Tokenizer(Impl::build(where, vocab, where, rules, added));
+}
+
+Tokenizer Tokenizer::from_gguf(const std::string& path) {
+  try {
+    const gguf::File f = gguf::File::open(path);
+    if (const gguf::Value* m = f.find("tokenizer.ggml.model"); !m || m->as_string() != "gpt2")
+      fail(path, "tokenizer.ggml.model must be \"gpt2\" (byte-level BPE), got " +
+                     (m ? "\"" + m->as_string().substr(0, 40) + "\"" : std::string("none")));
+    const gguf::Value* types = f.find("tokenizer.ggml.token_type");
+    return from_token_list(f.get_strings("tokenizer.ggml.tokens"),
+                           f.get_strings("tokenizer.ggml.merges"),
+                           types ? types->as_i64s() : std::vector<int64_t>{}, path);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Tokenizer) throw;
+    fail(path, e.what());  // the file's own errors, as tokenizer errors
+  }
+}
+
 Tokenizer Tokenizer::from_char_json(const std::string& path) {
   const Json root = parse_json(path);
   if (!root.is_object()) fail(path, "expected a JSON object at the top level");
@@ -380,7 +425,8 @@ Tokenizer Tokenizer::load(const std::string& path) {
   if (fs::is_regular_file(path, ec)) {
     if (fs::path(path).filename() == "tokenizer_char.json") return from_char_json(path);
     if (fs::path(path).extension() == ".json") return from_tokenizer_json(path);
-    fail(path, "expected a folder, a tokenizer.json or a tokenizer_char.json file");
+    if (fs::path(path).extension() == ".gguf") return from_gguf(path);
+    fail(path, "expected a folder, a tokenizer.json, a tokenizer_char.json or a .gguf file");
   }
   const fs::path dir(path);
   auto has = [&](const char* name) { return fs::is_regular_file(dir / name, ec); };

@@ -72,6 +72,25 @@ void save_bpe(const Tokenizer::Impl& t, const fs::path& dir) {
   if (!added.empty()) write_file(dir / "added_tokens.json", added.dump() + "\n");
 }
 
+}  // namespace
+
+Tokenizer::TokenList Tokenizer::token_list() const {
+  if (!impl_ || impl_->kind != Kind::Bpe)
+    throw Error(ErrorKind::Tokenizer,
+                "tokenizer: token_list: only a byte-level BPE tokenizer has one");
+  const Impl& t = *impl_;
+  TokenList out;
+  for (uint32_t id = 0; id < t.token_bytes.size(); ++id) {
+    out.tokens.push_back(vocab_string(t, id));
+    out.types.push_back(is_special(t, id) ? 3 : 1);
+  }
+  for (const auto& [left, right, merged] : merges_in_rank_order(t))
+    out.merges.push_back(vocab_string(t, left) + " " + vocab_string(t, right));
+  return out;
+}
+
+namespace {
+
 void save_char(const Tokenizer& tokenizer, const fs::path& dir) {
   nlohmann::ordered_json root;
   root["type"] = "forge-char";

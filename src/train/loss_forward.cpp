@@ -71,19 +71,19 @@ struct VarOps {
                            const ag::Var& w, const MatmulSpec& spec, const ag::Var& bias) const {
     return ag::layernorm_matmul(x, g, b, eps, w, spec, bias);
   }
-  std::pair<ag::Var, ag::Var> matmul_add_layernorm_matmul(const ag::Var& x, const ag::Var& a,
-                                                          const ag::Var& w1, const ag::Var& b1,
-                                                          const ag::Var& g, const ag::Var& beta,
-                                                          float eps, const ag::Var& w2,
-                                                          const MatmulSpec& spec, const ag::Var& b2,
-                                                          uint64_t site) const {
+  std::pair<ag::Var, ag::Var> matmul_add_layernorm_matmul(
+      const ag::Var& x, const ag::Var& a, const ag::Var& w1, const ag::Var& b1, const ag::Var& g,
+      const ag::Var& beta, float eps, const ag::Var& w2, const MatmulSpec& spec, const ag::Var& b2,
+      uint64_t site, const MatmulSpec& /*spec1*/) const {
     auto r = ag::matmul_add_layernorm_matmul(x, a, w1, b1, g, beta, eps, w2, spec, b2, p, at(site));
     return {r[0], r[1]};
   }
-  ag::Var matmul_add(const ag::Var& x, const ag::Var& a, const ag::Var& w, const ag::Var& bias,
-                     uint64_t site) const {
+  ag::Var matmul_add(const ag::Var& x, const ag::Var& a, const ag::Var& w,
+                     const MatmulSpec& /*spec*/, const ag::Var& bias, uint64_t site) const {
     return ag::matmul_add(x, a, w, bias, p, at(site));
   }
+  // Training's weights are f32 [in, out] (train::parameters refuses others): no spec changes.
+  MatmulSpec spec(const ag::Var& /*w*/, MatmulSpec s) const { return s; }
   ag::Var attention(size_t /*layer*/, const ag::Var& qkv, uint64_t site) const {
     const ag::Var y = ag::attention(ag::reshape(qkv, {B, T, 3 * C}), H, p, at(site));
     return ag::reshape(y, {B * T, C});

@@ -17,8 +17,9 @@
 // `Ops` is the set of ops for one kind of value (Tensor or ag::Var):
 //   embedding(ids [R], table) -> [R, C];  add(a, b);  dropout(x, site)
 //   layernorm(x, gamma, beta, eps);  layernorm_matmul(x, gamma, beta, eps, w, spec, bias)
-//   matmul_add_layernorm_matmul(x, a, w1, b1, gamma, beta, eps, w2, spec, b2, site)
-//     -> {x_new, out};  matmul_add(x, a, w, bias, site)   (x + drop(a @ w + bias))
+//   matmul_add_layernorm_matmul(x, a, w1, b1, gamma, beta, eps, w2, spec2, b2, site, spec1)
+//     -> {x_new, out};  matmul_add(x, a, w, spec, bias, site)   (x + drop(a @ w + bias))
+//   spec(w, s): s for a product with weight w (trans_b for weights stored [out, in])
 //   attention(layer, qkv [R, 3C], site) -> [R, C]  (with whatever cache the caller has)
 //   head_rows(x): the rows the head needs;  head(h): logits, hidden states or the loss
 // `W` has gpt2::Weights' fields (wte, wpe, layers with LayerWeights' fields, ln_f_w, ln_f_b).
@@ -46,19 +47,20 @@ Value blocks(Ops& ops, Value x, const std::vector<Layer>& layers, float eps) {
   gelu.gelu = true;
   // ln_1(x) W + b: [R, 3C]
   Value qkv = ops.layernorm_matmul(x, layers[0].ln_1_w, layers[0].ln_1_b, eps, layers[0].attn_w,
-                                   MatmulSpec{}, layers[0].attn_b);
+                                   ops.spec(layers[0].attn_w, {}), layers[0].attn_b);
   for (size_t l = 0;; ++l) {
     const Layer& L = layers[l];
     // x += attn @ W_proj + b, then gelu(ln_2(x) W_fc + b): [R, 4C]
-    auto [x1, f] = ops.matmul_add_layernorm_matmul(x, ops.attention(l, qkv, site(l, 0)),
-                                                   L.attn_proj_w, L.attn_proj_b, L.ln_2_w, L.ln_2_b,
-                                                   eps, L.fc_w, gelu, L.fc_b, site(l, 1));
-    if (l + 1 == layers.size()) return ops.matmul_add(x1, f, L.fc_proj_w, L.fc_proj_b, site(l, 2));
+    auto [x1, f] = ops.matmul_add_layernorm_matmul(
+        x, ops.attention(l, qkv, site(l, 0)), L.attn_proj_w, L.attn_proj_b, L.ln_2_w, L.ln_2_b, eps,
+        L.fc_w, ops.spec(L.fc_w, gelu), L.fc_b, site(l, 1), ops.spec(L.attn_proj_w, {}));
+    if (l + 1 == layers.size())
+      return ops.matmul_add(x1, f, L.fc_proj_w, ops.spec(L.fc_proj_w, {}), L.fc_proj_b, site(l, 2));
     // x += f @ W_fc_proj + b, then the next block's ln_1(x) W + b.
     const Layer& next = layers[l + 1];
-    std::tie(x, qkv) =
-        ops.matmul_add_layernorm_matmul(x1, f, L.fc_proj_w, L.fc_proj_b, next.ln_1_w, next.ln_1_b,
-                                        eps, next.attn_w, MatmulSpec{}, next.attn_b, site(l, 2));
+    std::tie(x, qkv) = ops.matmul_add_layernorm_matmul(
+        x1, f, L.fc_proj_w, L.fc_proj_b, next.ln_1_w, next.ln_1_b, eps, next.attn_w,
+        ops.spec(next.attn_w, {}), next.attn_b, site(l, 2), ops.spec(L.fc_proj_w, {}));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "forge/ops.h"
 #include "models/gpt2/decode_graph.h"
 #include "models/gpt2/definition.h"
+#include "models/gpt2/weight_layout.h"
 
 namespace forge::gpt2 {
 namespace {
@@ -67,21 +68,20 @@ struct TensorOps {
                           const Tensor& w, const MatmulSpec& spec, const Tensor& bias) const {
     return forge::layernorm_matmul(x, g, b, eps, w, spec, bias);
   }
-  std::pair<Tensor, Tensor> matmul_add_layernorm_matmul(const Tensor& x, const Tensor& a,
-                                                        const Tensor& w1, const Tensor& b1,
-                                                        const Tensor& g, const Tensor& beta,
-                                                        float eps, const Tensor& w2,
-                                                        const MatmulSpec& spec, const Tensor& b2,
-                                                        uint64_t /*site*/) const {
+  std::pair<Tensor, Tensor> matmul_add_layernorm_matmul(
+      const Tensor& x, const Tensor& a, const Tensor& w1, const Tensor& b1, const Tensor& g,
+      const Tensor& beta, float eps, const Tensor& w2, const MatmulSpec& spec, const Tensor& b2,
+      uint64_t /*site*/, const MatmulSpec& spec1) const {
     ResidualProduct r =
-        forge::matmul_add_layernorm_matmul(x, a, w1, b1, g, beta, eps, w2, spec, b2);
+        forge::matmul_add_layernorm_matmul(x, a, w1, b1, g, beta, eps, w2, spec, b2, spec1);
     return {std::move(r.x), std::move(r.out)};
   }
-  Tensor matmul_add(Tensor x, const Tensor& a, const Tensor& w, const Tensor& bias,
-                    uint64_t /*site*/) const {
-    matmul_add_(x, a, w, {}, bias);
+  Tensor matmul_add(Tensor x, const Tensor& a, const Tensor& w, const MatmulSpec& spec,
+                    const Tensor& bias, uint64_t /*site*/) const {
+    matmul_add_(x, a, w, spec, bias);
     return x;
   }
+  MatmulSpec spec(const Tensor& w, MatmulSpec s) const { return linear_spec(w, s); }
   Tensor attention(size_t l, const Tensor& qkv, uint64_t /*site*/) const { return attend(l, qkv); }
 };
 

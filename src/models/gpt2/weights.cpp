@@ -14,6 +14,7 @@
 #include "forge/safetensors.h"
 #include "forge/threads.h"
 #include "io/atomic_file.h"
+#include "models/gpt2/weight_layout.h"
 
 namespace forge::gpt2 {
 namespace {
@@ -31,6 +32,7 @@ struct Entry {
   bool residual;     // a residual projection (init scaled by 1/sqrt(2 L))
   bool layernorm_w;  // init to ones
   bool bias;         // init to zeros
+  bool linear = false;  // a linear weight: [out, in] in dtypes other than F32 (weight_layout.h)
 };
 
 std::vector<Entry> entries(const Config& c, Weights& w) {
@@ -44,15 +46,15 @@ std::vector<Entry> entries(const Config& c, Weights& w) {
     const std::string p = "h." + std::to_string(l) + ".";
     e.push_back({p + "ln_1.weight", Shape{C}, &L.ln_1_w, false, true, false});
     e.push_back({p + "ln_1.bias", Shape{C}, &L.ln_1_b, false, false, true});
-    e.push_back({p + "attn.c_attn.weight", Shape{C, 3 * C}, &L.attn_w, false, false, false});
+    e.push_back({p + "attn.c_attn.weight", Shape{C, 3 * C}, &L.attn_w, false, false, false, true});
     e.push_back({p + "attn.c_attn.bias", Shape{3 * C}, &L.attn_b, false, false, true});
-    e.push_back({p + "attn.c_proj.weight", Shape{C, C}, &L.attn_proj_w, true, false, false});
+    e.push_back({p + "attn.c_proj.weight", Shape{C, C}, &L.attn_proj_w, true, false, false, true});
     e.push_back({p + "attn.c_proj.bias", Shape{C}, &L.attn_proj_b, false, false, true});
     e.push_back({p + "ln_2.weight", Shape{C}, &L.ln_2_w, false, true, false});
     e.push_back({p + "ln_2.bias", Shape{C}, &L.ln_2_b, false, false, true});
-    e.push_back({p + "mlp.c_fc.weight", Shape{C, 4 * C}, &L.fc_w, false, false, false});
+    e.push_back({p + "mlp.c_fc.weight", Shape{C, 4 * C}, &L.fc_w, false, false, false, true});
     e.push_back({p + "mlp.c_fc.bias", Shape{4 * C}, &L.fc_b, false, false, true});
-    e.push_back({p + "mlp.c_proj.weight", Shape{4 * C, C}, &L.fc_proj_w, true, false, false});
+    e.push_back({p + "mlp.c_proj.weight", Shape{4 * C, C}, &L.fc_proj_w, true, false, false, true});
     e.push_back({p + "mlp.c_proj.bias", Shape{C}, &L.fc_proj_b, false, false, true});
   }
   e.push_back({"ln_f.weight", Shape{C}, &w.ln_f_w, false, true, false});
@@ -120,6 +122,7 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
   const char* fn = "gpt2::Model::load";
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (is_gguf_path(dir)) return load_gguf_model(dir, options.device);
   if (!fs::is_directory(dir, ec)) fail(fn, ErrorKind::Io, "no model folder at " + dir);
   const std::string config_path = (fs::path(dir) / "config.json").string();
   if (!fs::exists(config_path, ec))
@@ -138,7 +141,7 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
         if (files.contains(n)) return n;
       return std::nullopt;
     };
-    auto fetch = [&](const std::string& name, const Shape& shape, Device device) {
+    auto fetch = [&](const std::string& name, const Shape& shape, Device device, bool linear) {
       const std::optional<std::string> found = resolve(name);
       if (!found)
         fail(fn, ErrorKind::Format,
@@ -153,12 +156,18 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
         fail(fn, ErrorKind::Unsupported,
              dir + ": tensor \"" + *found + "\" has dtype " + info.dtype +
                  " (forge loads F32, F16, BF16)");
-      return load_tensor(files, *found, device);
+      // 2-D weights keep a 16-bit dtype (linear ones turned to [out, in]); the rest is F32.
+      if (info.dtype == "F32" || shape.rank() != 2 || name == "wpe.weight")
+        return load_tensor(files, *found, device);
+      const auto raw = files.file_of(*found).raw(*found);
+      const Tensor t = Tensor::from_bytes(raw.data(), raw.size(), shape,
+                                          info.dtype == "F16" ? DType::F16 : DType::BF16, device);
+      return linear ? transposed(t) : t;
     };
 
     Weights w;
     std::vector<Entry> table = entries(config, w);
-    for (const Entry& e : table) *e.slot = fetch(e.name, e.shape, options.device);
+    for (const Entry& e : table) *e.slot = fetch(e.name, e.shape, options.device, e.linear);
     const Shape vc{config.vocab_size, config.n_embd};
 
     // An explicit LM head counts only when it differs from wte (HF often stores the tied
@@ -174,7 +183,7 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
       const auto b = files.file_of(wte_name).raw(wte_name);
       const bool same_bytes = info.dtype == files.info(wte_name).dtype && a.size() == b.size() &&
                               std::memcmp(a.data(), b.data(), a.size()) == 0;
-      if (!same_bytes) w.lm_head = fetch("lm_head.weight", vc, options.device);
+      if (!same_bytes) w.lm_head = fetch("lm_head.weight", vc, options.device, false);
     } else if (!config.tie_word_embeddings) {
       fail(fn, ErrorKind::Format,
            dir +
@@ -182,7 +191,7 @@ Model Model::load(const std::string& dir, const ModelOptions& options) {
                "there is no tensor \"lm_head.weight\"");
     }
     config.tie_word_embeddings = !w.lm_head.defined();
-    return from_weights(config, std::move(w));
+    return from_weights(config, runnable_on(std::move(w), options.device));
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.rfind(fn, 0) == 0) throw;
@@ -241,10 +250,15 @@ Model Model::from_weights(const Config& config, Weights weights) {
     throw Error(e.kind(), std::string(fn) + ": " + e.what());
   }
   Device device = weights.wpe.defined() ? weights.wpe.device() : Device::cpu();
-  auto check = [&](const std::string& name, const Tensor& t, const Shape& shape) {
+  // 2-D weights but wpe may be of any weight dtype; linear ones are then [out, in].
+  auto check = [&](const std::string& name, const Tensor& t, Shape shape, bool linear) {
     if (!t.defined()) fail(fn, ErrorKind::Format, "weight " + name + " is missing");
-    if (t.dtype() != DType::F32)
-      fail(fn, ErrorKind::DType, "weight " + name + " must be f32, got " + dtype_name(t.dtype()));
+    const bool any_dtype = shape.rank() == 2 && name != "wpe.weight";
+    if (t.dtype() == DType::U32 || (!any_dtype && t.dtype() != DType::F32))
+      fail(fn, ErrorKind::DType,
+           "weight " + name + " must be f32" + (any_dtype ? " or a weight dtype" : "") + ", got " +
+               dtype_name(t.dtype()));
+    if (linear && t.dtype() != DType::F32) shape = Shape{shape.dim(1), shape.dim(0)};
     if (t.shape() != shape)
       fail(fn, ErrorKind::Format,
            "weight " + name + " has shape " + t.shape().str() + ", expected " + shape.str());
@@ -258,14 +272,14 @@ Model Model::from_weights(const Config& config, Weights weights) {
              " layers for n_layer = " + std::to_string(config.n_layer));
   // Check every table entry against the config, reusing the name/shape table.
   Weights probe = weights;
-  for (const Entry& e : entries(config, probe)) check(e.name, *e.slot, e.shape);
+  for (const Entry& e : entries(config, probe)) check(e.name, *e.slot, e.shape, e.linear);
   if (config.tie_word_embeddings == weights.lm_head.defined())
     fail(fn, ErrorKind::Format,
          config.tie_word_embeddings
              ? "lm_head weights given but config.tie_word_embeddings is true"
              : "config.tie_word_embeddings is false but no lm_head weights are given");
   if (weights.lm_head.defined())
-    check("lm_head.weight", weights.lm_head, Shape{config.vocab_size, config.n_embd});
+    check("lm_head.weight", weights.lm_head, Shape{config.vocab_size, config.n_embd}, false);
   Model m;
   m.config_ = config;
   m.weights_ = std::move(weights);
@@ -288,7 +302,7 @@ void Model::save(const std::string& dir) const {
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     fail(fn, ErrorKind::Io, "cannot create folder " + dir + (ec ? ": " + ec.message() : ""));
-  const NamedTensors named = named_weights();
+  const NamedTensors named = widened().named_weights();
   try {
     save_safetensors((fs::path(dir) / "model.safetensors").string(), named, {{"format", "pt"}});
   } catch (const Error& e) {
