@@ -33,6 +33,10 @@ if [[ -f scripts/fetch_tokenizer.sh ]]; then
   bash scripts/fetch_tokenizer.sh
 fi
 
+# llama.cpp (npm node-llama-cpp, prebuilt): the other reader of forge's GGUF files.
+step "setup: llama.cpp (tools/llamacpp)"
+bash scripts/setup_llamacpp.sh
+
 # setup.sh has just installed python3-torch, so a test whose PyTorch reference is missing
 # must fail here, not skip (tests/pyref.h reads CI).
 export CI=true
