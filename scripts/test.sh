@@ -33,6 +33,10 @@ if [[ -f scripts/fetch_tokenizer.sh ]]; then
   bash scripts/fetch_tokenizer.sh
 fi
 
+# The default corpus: the quantization quality test trains on it.
+step "setup: corpus"
+bash scripts/fetch_corpus.sh
+
 # llama.cpp (npm node-llama-cpp, prebuilt): the other reader of forge's GGUF files.
 step "setup: llama.cpp (tools/llamacpp)"
 bash scripts/setup_llamacpp.sh
