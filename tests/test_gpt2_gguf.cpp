@@ -245,6 +245,16 @@ TEST(Gpt2Gguf, QuantizeWritesFilesThatGenerateAndEvalTake) {
     EXPECT_NE(q.out.find(type), std::string::npos) << q.out;
     const CliResult g = run_forge("generate -m " + out + " --prompt-ids 15496,11,616 -n 4");
     EXPECT_EQ(g.code, 0) << g.err;
+    // forge bench times the file as it is: its weights' dtype and size, close to the file's.
+    const CliResult b = run_forge("bench --model " + out +
+                                  " --prompt-tokens 8 --decode-tokens 4 --train-steps 0 --json");
+    ASSERT_EQ(b.code, 0) << b.err;
+    const nlohmann::json bj = parse_json(b);
+    EXPECT_EQ(bj.at("weights_dtype"), type);
+    uint64_t tensor_bytes = 0;
+    for (const gguf::TensorEntry& te : gguf::File::open(out).tensors()) tensor_bytes += te.bytes;
+    EXPECT_NEAR(bj.at("weights_mb").get<double>() * 1048576.0, static_cast<double>(tensor_bytes),
+                1e-3 * static_cast<double>(tensor_bytes));
     const CliResult e = run_forge("eval -m " + out + " " + ids + " --json");
     ASSERT_EQ(e.code, 0) << e.err;
     // A random model's loss is ~log(50257); rounding moves it a little.

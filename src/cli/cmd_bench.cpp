@@ -278,6 +278,11 @@ void register_bench(CLI::App& app, Action& action) {
   CLI::Option* preset =
       cmd->add_option("--preset", args->preset, "A model preset, e.g. gpt2 (124M shapes)");
   op->excludes(preset);
+  CLI::Option* model =
+      cmd->add_option("--model", args->model.model,
+                      "A model folder or .gguf file to time (like --preset, with its weights)");
+  model->excludes(op);
+  model->excludes(preset);
 
   // --op matmul
   std::vector<CLI::Option*> op_only = {
@@ -290,9 +295,6 @@ void register_bench(CLI::App& app, Action& action) {
       cmd->add_flag("--trans-b", mo.trans_b,
                     "matmul: b is stored [N, K] and used transposed (the tied LM head)"),
       cmd->add_flag("--bias", mo.bias, "matmul: add a bias [N]"),
-      cmd->add_option("--dtype", mo.dtype,
-                      "matmul: b's dtype, f32 (default), f16, bf16, q8_0 or q4_0 (the others are "
-                      "weights stored [N, K]: with --trans-b)"),
       cmd->add_flag("--gelu", mo.gelu, "matmul: the gelu epilogue (MatmulSpec::gelu)"),
       cmd->add_flag("--accumulate", mo.accumulate,
                     "matmul: time matmul_add_ (add the product to an [M, N] accumulator)"),
@@ -337,14 +339,17 @@ void register_bench(CLI::App& app, Action& action) {
       ->check(int_in_range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--json", mo.json, "Print one JSON object instead of text");
+  cmd->add_option("--dtype", mo.dtype,
+                  "Weight dtype, f32 (default), f16, bf16, q8_0 or q4_0: matmul's b (stored [N, "
+                  "K]: with --trans-b), or the preset's weights");
   cmd->add_option("--device", po.device, "Device to run on (" + device_choices() + ")")
       ->capture_default_str();
 
   const std::vector<CLI::Option*> matmul_only(op_only.begin(), op_only.begin() + 8);
   cmd->callback([&action, args, rows_opt, matmul_only] {
     action = [args, rows_opt, matmul_only]() -> int {
-      if (args->matmul.op.empty() && args->preset.empty())
-        fail(ErrorKind::Format, "give exactly one of --op NAME or --preset NAME");
+      if (args->matmul.op.empty() && args->preset.empty() && args->model.model.empty())
+        fail(ErrorKind::Format, "give exactly one of --op NAME, --preset NAME or --model PATH");
       if (!args->matmul.op.empty() && args->matmul.op != "matmul") {
         for (const CLI::Option* o : matmul_only)
           if (o->count() > 0)
@@ -359,9 +364,12 @@ void register_bench(CLI::App& app, Action& action) {
         return bench_op(options);
       }
       if (rows_opt->count() > 0) fail(ErrorKind::Format, "--rows is for the ops other than matmul");
-      if (!args->preset.empty()) {
+      if (!args->preset.empty() || !args->model.model.empty()) {
         ModelBenchOptions options = args->model;
-        options.preset = args->preset;
+        if (!args->preset.empty()) options.preset = args->preset;
+        options.dtype = args->matmul.dtype;
+        if (!options.model.empty() && options.dtype != "f32")
+          fail(ErrorKind::Format, "--dtype is for --preset and --op matmul: a --model keeps its own");
         options.batch = static_cast<int>(args->matmul.batch);
         options.json = args->matmul.json;
         return bench_model(options);

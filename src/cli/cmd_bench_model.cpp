@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,7 @@
 #include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
+#include "forge/quantize.h"
 #include "forge/ops.h"
 #include "forge/sampling.h"
 #include "forge/threads.h"
@@ -154,15 +156,21 @@ TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, D
 }  // namespace
 
 int bench_model(const ModelBenchOptions& o) {
-  const gpt2::Config config = gpt2::Config::preset(o.preset);
   const Device device = parse_device(o.device);
+  const DType dtype = weight_dtype_named(o.dtype);
+  // A model file (its own config and dtypes), or the preset's shapes with random weights.
+  std::optional<gpt2::Model> loaded;
+  const auto t_load = Clock::now();
+  if (!o.model.empty()) loaded = gpt2::Model::load(o.model, device);
+  const gpt2::Config config = loaded ? loaded->config() : gpt2::Config::preset(o.preset);
   const int64_t B = o.batch, P = o.prompt_tokens, N = o.decode_tokens;
   if (B < 1 || P < 1 || N < 0) fail(ErrorKind::Range, "batch and prompt tokens must be >= 1");
   if (P + N > config.n_ctx)
     fail(ErrorKind::Range, "--prompt-tokens " + std::to_string(P) + " + --decode-tokens " +
                                std::to_string(N) + " exceed the context of preset " + o.preset +
                                " (n_ctx = " + std::to_string(config.n_ctx) + ")");
-  const double weight_bytes = 4.0 * static_cast<double>(config.num_params());
+  double weight_bytes = loaded ? static_cast<double>(loaded->weight_bytes())
+                                : 4.0 * static_cast<double>(config.num_params());
   const double kv_bytes = 2.0 * static_cast<double>(config.n_layer) * static_cast<double>(B) *
                           static_cast<double>(P + N) * static_cast<double>(config.n_embd) * 4.0;
   // Logits [B, P, V] are never materialized (only the last position's), but attention
@@ -177,9 +185,11 @@ int bench_model(const ModelBenchOptions& o) {
                                std::to_string(mib(weight_bytes + kv_bytes + act_bytes)) +
                                " MiB, more than 80% of the device's memory");
 
-  const auto t_init = Clock::now();
-  const gpt2::Model model = gpt2::Model::random(config, 1, device);
+  const auto t_init = loaded ? t_load : Clock::now();
+  const gpt2::Model model =
+      loaded ? *loaded : gpt2::Model::random(config, 1, device).converted(dtype);
   const double init_seconds = seconds_since(t_init);
+  weight_bytes = static_cast<double>(model.weight_bytes());
   gpt2::KVCache cache(model, B, P + N);
 
   std::vector<uint32_t> prompt(static_cast<size_t>(B * P));
@@ -259,7 +269,9 @@ int bench_model(const ModelBenchOptions& o) {
 
   if (o.json) {
     nlohmann::ordered_json j = {
-        {"preset", o.preset},
+        {"preset", loaded ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.preset)},
+        {"model", loaded ? nlohmann::ordered_json(o.model) : nlohmann::ordered_json(nullptr)},
+        {"weights_dtype", dtype_name(model.weight_dtype())},
         {"params", config.num_params()},
         {"device", device.str()},
         {"threads", threads},
@@ -289,8 +301,10 @@ int bench_model(const ModelBenchOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("%s (%.1fM params, random init in %.2f s) on %s, %d thread%s, batch %lld\n",
-              o.preset.c_str(), static_cast<double>(config.num_params()) / 1e6, init_seconds,
+  std::printf("%s (%.1fM params, %s weights, %s in %.2f s) on %s, %d thread%s, batch %lld\n",
+              loaded ? o.model.c_str() : o.preset.c_str(),
+              static_cast<double>(config.num_params()) / 1e6, dtype_name(model.weight_dtype()),
+              loaded ? "loaded" : "random init", init_seconds,
               device.str().c_str(), threads, threads == 1 ? "" : "s", static_cast<long long>(B));
   std::printf("  prefill %5lld tokens  %10.1f tok/s  (%.1f ms, median of 3)\n",
               static_cast<long long>(P), prefill_tok_s, prefill_s * 1e3);

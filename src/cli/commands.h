@@ -28,6 +28,8 @@ void register_quantize(CLI::App& app, Action& action);  // cmd_quantize.cpp: GGU
 /// Settings of `forge bench --preset`: a random-init GPT-2 of the preset's shapes.
 struct ModelBenchOptions {
   std::string preset = "gpt2";
+  std::string model;          // --model: a model folder or .gguf file instead of the preset
+  std::string dtype = "f32";  // --dtype: the preset's random weights in this dtype
   int prompt_tokens = 128;
   int decode_tokens = 64;
   int batch = 1;
