@@ -252,7 +252,8 @@ TEST(Gpt2Gguf, QuantizeWritesFilesThatGenerateAndEvalTake) {
     const nlohmann::json bj = parse_json(b);
     EXPECT_EQ(bj.at("weights_dtype"), type);
     uint64_t tensor_bytes = 0;
-    for (const gguf::TensorEntry& te : gguf::File::open(out).tensors()) tensor_bytes += te.bytes;
+    const gguf::File file = gguf::File::open(out);  // alive while its entries are read
+    for (const gguf::TensorEntry& te : file.tensors()) tensor_bytes += te.bytes;
     EXPECT_NEAR(bj.at("weights_mb").get<double>() * 1048576.0, static_cast<double>(tensor_bytes),
                 1e-3 * static_cast<double>(tensor_bytes));
     const CliResult e = run_forge("eval -m " + out + " " + ids + " --json");
