@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/simd.h"
 
@@ -68,17 +69,73 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(x);
 }
 
+// Two consecutive blocks of a weight row as one zmm of unsigned bytes (block b in the low
+// half), and their two f16 scales as [d_b x 8 | d_b+1 x 8].
+template <WeightType kType>
+inline __m512i weight_pair(const std::byte* wb) {
+  constexpr size_t kBytes = kType == kQ8_0 ? 34 : 18;
+  return _mm512_inserti64x4(_mm512_castsi256_si512(weight_bytes<kType>(wb)),
+                            weight_bytes<kType>(wb + kBytes), 1);
+}
+template <WeightType kType>
+inline __m512 scale_pair(const std::byte* wb) {
+  constexpr size_t kBytes = kType == kQ8_0 ? 34 : 18;
+  uint16_t h0, h1;
+  std::memcpy(&h0, wb, 2);
+  std::memcpy(&h1, wb + kBytes, 2);
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(h0))),
+                                            _mm_set1_epi16(static_cast<short>(h1)), 1);
+  return _mm512_cvtph_ps(h);
+}
+
+// Per activation row, per pair of blocks: the accumulator's start (the offset correction of
+// each block in its half's first lane) and the scales [d_b x 8 | d_b+1 x 8].
+struct PairRows {
+  std::vector<int32_t> init;  // 16 per pair
+  std::vector<float> d;       // 16 per pair
+};
+thread_local PairRows t_pairs;
+
 template <WeightType kType, int kM>
 void dots_m(const Rows& a, const std::byte* w, size_t row_bytes, int64_t j0, int64_t j1, float* c,
             int64_t ldc) {
   constexpr size_t kBytes = kType == kQ8_0 ? 34 : 18;
   constexpr int32_t kOffset = kType == kQ8_0 ? 128 : 8;
+  const int64_t pairs = a.kb / 2;
+  PairRows& pr = t_pairs;
+  pr.init.resize(static_cast<size_t>(kM * pairs * 16));
+  pr.d.resize(static_cast<size_t>(kM * pairs * 16));
+  for (int r = 0; r < kM; ++r)
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t i = r * a.kb + 2 * p;
+      const __m512i lo = _mm512_zextsi128_si512(_mm_cvtsi32_si128(-kOffset * a.s[i]));
+      _mm512_storeu_si512(pr.init.data() + (r * pairs + p) * 16,
+                          _mm512_inserti32x4(lo, _mm_cvtsi32_si128(-kOffset * a.s[i + 1]), 2));
+      _mm512_storeu_ps(pr.d.data() + (r * pairs + p) * 16,
+                       _mm512_insertf32x8(_mm512_set1_ps(a.d[i]), _mm256_set1_ps(a.d[i + 1]), 1));
+    }
   for (int64_t j = j0; j < j1; ++j) {
     const std::byte* wj = w + static_cast<size_t>(j) * row_bytes;
-    __m256 acc[kM];
+    __m512 acc[kM];
 #pragma GCC unroll 4
-    for (int r = 0; r < kM; ++r) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < a.kb; ++b) {
+    for (int r = 0; r < kM; ++r) acc[r] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; ++p) {
+      const std::byte* wb = wj + static_cast<size_t>(2 * p) * kBytes;
+      const __m512i wv = weight_pair<kType>(wb);
+      const __m512 dw = scale_pair<kType>(wb);
+#pragma GCC unroll 4
+      for (int r = 0; r < kM; ++r) {
+        const __m512i qa =
+            _mm512_loadu_si512(reinterpret_cast<const void*>(a.q + r * a.K + 2 * p * kBlock));
+        const size_t at = static_cast<size_t>((r * pairs + p) * 16);
+        const __m512i iv = _mm512_dpbusd_epi32(_mm512_loadu_si512(pr.init.data() + at), wv, qa);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(iv),
+                                 _mm512_mul_ps(dw, _mm512_loadu_ps(pr.d.data() + at)), acc[r]);
+      }
+    }
+    float tail[kM] = {};
+    if (a.kb % 2) {  // the last block alone
+      const int64_t b = a.kb - 1;
       const std::byte* wb = wj + static_cast<size_t>(b) * kBytes;
       const __m256i wv = weight_bytes<kType>(wb);
       const float dw = scale_of(wb);
@@ -89,11 +146,11 @@ void dots_m(const Rows& a, const std::byte* w, size_t row_bytes, int64_t j0, int
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + r * a.K + b * kBlock));
         const __m256i init = _mm256_zextsi128_si256(_mm_cvtsi32_si128(-kOffset * a.s[i]));
         const __m256i iv = _mm256_dpbusd_epi32(init, wv, qa);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iv), _mm256_set1_ps(dw * a.d[i]), acc[r]);
+        tail[r] = hsum(_mm256_mul_ps(_mm256_cvtepi32_ps(iv), _mm256_set1_ps(dw * a.d[i])));
       }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < kM; ++r) c[r * ldc + j] = hsum(acc[r]);
+    for (int r = 0; r < kM; ++r) c[r * ldc + j] = _mm512_reduce_add_ps(acc[r]) + tail[r];
   }
 }
 
