@@ -6,8 +6,9 @@
 #   bench/compare_llamacpp.sh [ROUNDS] [PROMPT] [DECODE]      (defaults: 3 128 64)
 #   FORGE_BUILD_DIR picks forge's build (default build/); FORGE_THREADS forge's threads (2).
 #
-# The files: tools/llamacpp/make_test_gguf.py writes an f32 GPT-2 (an independent writer, the
-# real GPT-2 tokenizer), and `forge quantize` turns it into the four files both engines read.
+# The files: tools/llamacpp/make_test_gguf.py writes an f32 GPT-2 with GPT-2's init scale (an
+# independent writer, the real GPT-2 tokenizer), and `forge quantize` turns it into the four
+# files both engines read.
 # llama.cpp runs with 1 and 2 threads; its better figure is the peer (its thread pool waits on
 # this VM: docs/PERFORMANCE.md). The machine's read bandwidth (bench/read_bandwidth.c, 1 GiB,
 # forge's thread count) is measured in the same run, for the bandwidth share of each decode:
@@ -27,7 +28,9 @@ forge=${FORGE_BUILD_DIR:-$root/build}/forge
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -mavx2 -pthread "$here/read_bandwidth.c" -o "$tmp/read_bw"
-/usr/bin/python3 "$root/tools/llamacpp/make_test_gguf.py" --preset gpt2 --dtype f32 --out "$tmp/base.gguf" > /dev/null
+# --gain 0.554: weights of std 0.02 (GPT-2's init) = 0.554 / sqrt(768), as in forge bench --preset.
+/usr/bin/python3 "$root/tools/llamacpp/make_test_gguf.py" --preset gpt2 --dtype f32 --gain 0.554 \
+  --out "$tmp/base.gguf" > /dev/null
 for t in f32 f16 q8_0 q4_0; do
   "$forge" quantize -m "$tmp/base.gguf" -o "$tmp/$t.gguf" --type "$t" > /dev/null
 done
