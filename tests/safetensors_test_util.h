@@ -17,6 +17,7 @@
 
 #include "forge/backend.h"
 #include "forge/error.h"
+#include "file_test_util.h"
 #include "forge/safetensors.h"
 
 namespace forge::test {
@@ -38,13 +39,6 @@ class SafeTensors : public ::testing::Test {
 
   fs::path dir_;
 };
-
-inline std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 inline void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -166,5 +167,21 @@ inline std::optional<uint64_t> align_up(uint64_t v, uint64_t align) {
   if (v > UINT64_MAX - pad) return std::nullopt;
   return v + pad;
 }
+
+// ---- typed conversions of values (gguf_value.cpp): Value's accessors and File's lookups.
+// Each throws Error(Format) "<ctx>: ..." naming the expected and the actual type, or the
+// value that does not fit.
+[[noreturn]] void fail(const std::string& ctx, const std::string& what);
+std::string type_desc(const Value& v);
+uint64_t to_u64(const Value& v, const std::string& ctx, uint64_t max, const char* expected);
+int64_t to_i64(const Value& v, const std::string& ctx, int64_t lo, int64_t hi,
+               const char* expected);
+double to_f64(const Value& v, const std::string& ctx);
+float to_f32(const Value& v, const std::string& ctx);
+bool to_bool(const Value& v, const std::string& ctx);
+const std::string& to_text(const Value& v, const std::string& ctx);
+const std::vector<std::string>& to_strings(const Value& v, const std::string& ctx);
+std::vector<int64_t> to_i64s(const Value& v, const std::string& ctx);
+std::vector<double> to_f64s(const Value& v, const std::string& ctx);
 
 }  // namespace forge::gguf::format

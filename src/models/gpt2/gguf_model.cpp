@@ -74,11 +74,6 @@ std::vector<Slot> slots(const Config& c, Weights& w, bool untied) {
   return s;
 }
 
-int64_t meta_int(const gguf::File& f, const std::string& key) {
-  const int64_t v = f.get_i64(key);  // Error(Format) naming the key when absent or not an integer
-  return v;
-}
-
 }  // namespace
 
 bool is_gguf_path(const std::string& path) {
@@ -96,10 +91,10 @@ Model load_gguf_model(const std::string& path, Device device) {
     if (arch != "gpt2")
       fail(fn, ErrorKind::Unsupported, where + "architecture \"" + arch + "\" (forge reads gpt2)");
     Config c;
-    c.n_layer = meta_int(f, "gpt2.block_count");
-    c.n_head = meta_int(f, "gpt2.attention.head_count");
-    c.n_embd = meta_int(f, "gpt2.embedding_length");
-    c.n_ctx = meta_int(f, "gpt2.context_length");
+    c.n_layer = f.get_i64("gpt2.block_count");
+    c.n_head = f.get_i64("gpt2.attention.head_count");
+    c.n_embd = f.get_i64("gpt2.embedding_length");
+    c.n_ctx = f.get_i64("gpt2.context_length");
     c.eps = static_cast<float>(f.get_f64("gpt2.attention.layer_norm_epsilon"));
     if (const gguf::Value* ff = f.find("gpt2.feed_forward_length");
         ff && ff->as_i64() != 4 * c.n_embd)

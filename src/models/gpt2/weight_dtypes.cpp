@@ -94,7 +94,6 @@ uint64_t Model::weight_bytes() const {
 }
 
 Weights runnable_on(Weights w, Device device) {
-  // Per dtype, once: whether the device has its kernels.
   auto fix = [&](Tensor& t, bool linear) {
     if (t.dtype() == DType::F32 || device_runs_weights(device, t.dtype())) return;
     t = linear ? linear_as_f32(t) : widen_weights(t);
