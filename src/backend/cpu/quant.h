@@ -49,7 +49,9 @@ inline constexpr int kMaxRows = 4;
 const Kernels& kernels_portable();
 /// nullptr when the build or the CPU lacks AVX-512 VNNI (or FORGE_SIMD caps it below avx512).
 const Kernels* kernels_vnni();
-/// The kernels run() uses: VNNI when available, else portable.
+/// nullptr when the build or the CPU lacks AVX2 (or FORGE_SIMD caps it below avx2).
+const Kernels* kernels_avx2();
+/// The kernels run() uses: VNNI when available, else AVX2, else portable.
 const Kernels& active_kernels();
 
 /// One product: c[i, j] (row stride ldc) = alpha * sum_k op(a)[i, k] W[j, k] (+ bias[j]),
@@ -71,6 +73,14 @@ struct Problem {
 
 /// Runs the product on the CPU thread pool.
 void run(const Problem& p);
+
+/// Many rows (prefill) with AVX-512 VNNI: the product of p's activations already rounded
+/// (q [M, K], d [M, K / 32]) by tiles of 32 rows x 6 weight columns (quant_tile_vnni.cpp).
+/// False, with nothing done, where VNNI is not available.
+bool run_tiles(const Problem& p, const int8_t* q, const float* d);
+/// c[r * p.ldc + j + i] = [c +] gelu?(p.alpha * raw[r * ld + i] + p.bias[j + i]) for r < m,
+/// i < n (n <= 64): the epilogue of a finished tile.
+void finish(const Problem& p, int m, int64_t j, int64_t n, const float* raw, int64_t ld, float* c);
 
 /// dst[0:n] = the values of n consecutive elements (whole blocks) of a Q8_0 / Q4_0 row: d * q.
 void dequantize(DType type, const std::byte* src, int64_t n, float* dst);

@@ -21,21 +21,8 @@ constexpr int kTasksPerThread = 2;
 
 size_t block_bytes(DType t) { return t == DType::Q8_0 ? 34 : 18; }
 
-// out = [acc +] gelu?(alpha * raw + bias) for a tile of m rows x n columns from column j.
-void finish(const Problem& p, int m, int64_t j, int64_t n, const float* raw, float* c) {
-  float row[kColBlock];
-  for (int r = 0; r < m; ++r) {
-    for (int64_t i = 0; i < n; ++i)
-      row[i] = p.alpha * raw[r * kColBlock + i] + (p.bias ? p.bias[j + i] : 0.0f);
-    if (p.gelu) gelu_span(row, row, n);
-    float* cr = c + r * p.ldc + j;
-    if (p.accumulate) {
-      for (int64_t i = 0; i < n; ++i) cr[i] += row[i];
-    } else {
-      std::memcpy(cr, row, static_cast<size_t>(n) * sizeof(float));
-    }
-  }
-}
+// From this many rows the tile kernel runs, where the CPU has it.
+constexpr int64_t kTileRows = 16;
 
 // K = 0: every row is [acc +] gelu?(bias or zeros).
 void fill_k0(const Problem& p) {
@@ -49,8 +36,24 @@ void fill_k0(const Problem& p) {
 
 }  // namespace
 
+void finish(const Problem& p, int m, int64_t j, int64_t n, const float* raw, int64_t ld, float* c) {
+  float row[64];
+  for (int r = 0; r < m; ++r) {
+    for (int64_t i = 0; i < n; ++i)
+      row[i] = p.alpha * raw[r * ld + i] + (p.bias ? p.bias[j + i] : 0.0f);
+    if (p.gelu) gelu_span(row, row, n);
+    float* cr = c + r * p.ldc + j;
+    if (p.accumulate) {
+      for (int64_t i = 0; i < n; ++i) cr[i] += row[i];
+    } else {
+      std::memcpy(cr, row, static_cast<size_t>(n) * sizeof(float));
+    }
+  }
+}
+
 const Kernels& active_kernels() {
   if (const Kernels* k = kernels_vnni()) return *k;
+  if (const Kernels* k = kernels_avx2()) return *k;
   return kernels_portable();
 }
 
@@ -75,6 +78,8 @@ void run(const Problem& p) {
     }
   });
 
+  if (p.M >= kTileRows && run_tiles(p, q.data(), d.data())) return;
+
   const size_t row_bytes = static_cast<size_t>(kb) * block_bytes(p.type);
   const int t = p.type == DType::Q8_0 ? kQ8_0 : kQ4_0;
   const int threads = pool_size();
@@ -93,7 +98,7 @@ void run(const Problem& p) {
         const int m = static_cast<int>(std::min<int64_t>(kMaxRows, p.M - r0));
         const Rows rows{q.data() + r0 * p.K, d.data() + r0 * kb, s.data() + r0 * kb, p.K, kb};
         ks.dots[t](m, rows, w, row_bytes, 0, n, raw, kColBlock);
-        finish(p, m, jb, n, raw, p.c + r0 * p.ldc);
+        finish(p, m, jb, n, raw, kColBlock, p.c + r0 * p.ldc);
       }
     }
   };
