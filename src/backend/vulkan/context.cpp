@@ -104,6 +104,14 @@ Context::Context(int index, Device device) : device_(device) {
   di.pQueueCreateInfos = &qi;
   di.enabledExtensionCount = push_descriptors_ ? 1 : 0;
   di.ppEnabledExtensionNames = push_descriptors_ ? enabled : nullptr;
+  // shaderFloat64 where the device has it (lavapipe, NVIDIA): quantize_rows_q8 checks its
+  // f32 quotients exactly in float64 (the block-weight kernels need it; weight_kernels.cpp).
+  VkPhysicalDeviceFeatures have{};
+  vkGetPhysicalDeviceFeatures(phys_, &have);
+  VkPhysicalDeviceFeatures want{};
+  want.shaderFloat64 = have.shaderFloat64;
+  float64_ = have.shaderFloat64 == VK_TRUE;
+  di.pEnabledFeatures = &want;
   check(vkCreateDevice(phys_, &di, nullptr, &dev_), "vkCreateDevice");
   if (push_descriptors_) {
     push_descriptor_set_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(

@@ -176,6 +176,8 @@ class Context {
   uint64_t window_elements(uint64_t quantum) const;
   /// A discrete GPU (VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU).
   bool discrete() const { return discrete_; }
+  /// shaderFloat64 is enabled (the device has it).
+  bool float64() const { return float64_; }
 
   // --- captured graphs (context.cpp) ---
   /// begin_capture works: push descriptors (a captured dispatch's bindings live in its
@@ -273,6 +275,7 @@ class Context {
   uint32_t capture_dispatches_ = 0;
   uint32_t max_bindings_ = 4;
   bool discrete_ = false;
+  bool float64_ = false;
   uint64_t spin_ns_ = 0;           // how long wait_fence polls before it blocks
   bool push_descriptors_ = false;  // VK_KHR_push_descriptor enabled
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_set_ = nullptr;

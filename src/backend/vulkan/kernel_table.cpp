@@ -13,6 +13,7 @@ const VulkanBackend& vkc(const Backend& b) { return static_cast<const VulkanBack
 
 void VulkanBackend::register_kernels() {
   add_op_methods(*this, ctx_->max_bindings() >= kAttnDecodeBindings);
+  register_weight_kernels();
   using C = const OpCall&;
   add_kernel(
       Op::layernorm_matmul,

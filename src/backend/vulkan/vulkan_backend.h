@@ -6,6 +6,7 @@
 //   matmul.cpp           matmul: tile choice, gemm, windows of operands beyond a binding
 //   kernels.cpp          the other kernels: push constants, grid, shader
 //   kernel_table.cpp     the kernels registered (add_op_methods, and the fused ones)
+//   weight_kernels.cpp   matmul and embedding with weights in f16, bf16, q8_0, q4_0
 // Tensors larger than one storage binding (maxStorageBufferRange) are bound in windows by
 // the kernels that meet them: matmul, embedding, scatter_add_rows and the flat kernels
 // (Context::window_elements).
@@ -93,6 +94,11 @@ class VulkanBackend final : public Backend {
 
  private:
   void register_kernels();  // kernel_table.cpp
+  /// matmul and embedding with f16 / bf16 / q8_0 / q4_0 weights (weight_kernels.cpp; the
+  /// block dtypes only on devices with shaderFloat64).
+  void register_weight_kernels();
+  void weight_matmul(const OpCall& c);
+  void weight_embedding(const OpCall& c);
   /// n invocations of a 256-wide 1-D shader.
   void run_1d(const char* shader, const std::vector<Arg>& args, const std::vector<uint32_t>& params,
               uint64_t n);
