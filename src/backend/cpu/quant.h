@@ -11,7 +11,9 @@
 // scale, w_i its values: int8, or nibble - 8):
 //   out[r, j] = sum_b (dw_b * d_b) * (sum_i q_i * w_i)     (the float sum in f32)
 // then alpha, the bias, gelu and accumulation as for f32 weights. A row's result does not
-// depend on how many rows or columns are computed together, nor on the thread count.
+// depend on the thread count, nor, within each path, on how many rows or columns are computed
+// together; the decode kernels (M < 16) and the prefill tiles sum the blocks' f32 terms in
+// different orders, so the two paths may differ in the last bits.
 #pragma once
 
 #include <cstddef>
