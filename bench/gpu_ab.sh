@@ -11,7 +11,11 @@ OLD=$1
 NEW=$2
 ROUNDS=${3:-3}
 OUT=${4:-/tmp/forge-gpu-ab}
-DEV=${FORGE_DEVICE:-vulkan}
+# The device: FORGE_DEVICE, else the first one `forge devices --json` lists besides the CPU.
+first_device() {
+  "$1" devices --json | python3 -c "import json,sys; print(next(d['device'] for d in json.load(sys.stdin)['devices'] if d['device'] != 'cpu'))"
+}
+DEV=${FORGE_DEVICE:-$(first_device "$NEW/forge")}
 mkdir -p "$OUT"
 field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(j[sys.argv[2]])" "$@"; }
 

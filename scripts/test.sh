@@ -59,18 +59,22 @@ if [[ "${FORGE_SKIP_ASAN:-0}" != 1 ]]; then
   cmake --build "$build_asan" -j "$jobs"
   step "sanitizer tests"
   # Any report stops the process with a non-zero status, so ctest counts it as a failure.
-  # scripts/lsan.supp: what the Vulkan loader and driver (lavapipe) keep until exit.
+  # Each backend's src/backend/<name>/lsan.supp: what its drivers keep until exit.
+  supp="$(cd "$build_asan" && pwd)/lsan.supp"
+  : > "$supp"
+  for f in src/backend/*/lsan.supp; do [[ -f "$f" ]] && cat "$f" >> "$supp"; done
   ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1:abort_on_error=0:detect_stack_use_after_return=1" \
-  LSAN_OPTIONS="suppressions=$repo/scripts/lsan.supp:print_suppressions=0" \
+  LSAN_OPTIONS="suppressions=$supp:print_suppressions=0" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
     ctest --test-dir "$build_asan" --output-on-failure -j2
 fi
 
 if [[ "${FORGE_SKIP_TSAN:-0}" != 1 ]]; then
-  # Only the library and the tests its entries run (no Vulkan, no CLI, no benchmarks).
+  # Only the library and the tests its entries run (the CPU backend alone, no CLI, no
+  # benchmarks).
   step "sanitizer build ($build_tsan/: ThreadSanitizer)"
   cmake -S . -B "$build_tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFORGE_WERROR=ON \
-    -DFORGE_TSAN=ON -DFORGE_VULKAN=OFF -DFORGE_BENCH=OFF -DFORGE_OPENBLAS=OFF
+    -DFORGE_TSAN=ON -DFORGE_CPU_ONLY=ON -DFORGE_BENCH=OFF -DFORGE_OPENBLAS=OFF
   cmake --build "$build_tsan" -j "$jobs" --target forge_tests
   step "sanitizer tests (ThreadSanitizer)"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" \

@@ -40,8 +40,8 @@ inline bool under_ci() {
   } while (0)
 
 /// A device besides the CPU is missing. In a build with another backend that is a machine
-/// not set up (CI fails: setup.sh installs lavapipe for Vulkan); a build with the CPU alone
-/// (e.g. the ThreadSanitizer pass, FORGE_VULKAN=OFF) skips.
+/// not set up (CI fails: setup.sh installs what each backend needs to run here); a build with
+/// the CPU alone (e.g. the ThreadSanitizer pass, FORGE_CPU_ONLY=ON) skips.
 #define FORGE_SKIP_NO_DEVICE(why)                                          \
   do {                                                                     \
     if (::forge::test::built_in_backends() > 1) FORGE_SKIP_UNLESS_CI(why); \

@@ -323,7 +323,7 @@ void add_attention(Cases& cs) {
     int64_t pos;
     bool rank2 = false;  // qkv given as [T, 3C]
   };
-  // Decode (T <= 8 takes Vulkan's split-key kernel: cap 320 gives a lone query 10
+  // Decode (T <= 8 takes a GPU's split-key kernel: cap 320 gives a lone query 10
   // workgroups of one 32-key chunk each, cap 1100 35, a long cache whose last-arriving
   // workgroup combines 35 partials; B=2,T=8,H=4 gives 64 queries 4 workgroups of 2-3
   // chunks each; caps <= 32 one workgroup per query), prefill tiles (T = 80, 130: more than one
@@ -374,7 +374,7 @@ void add_attention(Cases& cs) {
         },
         cached ? std::vector<int>{1, 2} : std::vector<int>{});
     if (!cached) continue;
-    // The same with the position in a device tensor (a replayed decode step): Vulkan's
+    // The same with the position in a device tensor (a replayed decode step): a GPU's
     // decode kernel for every T.
     cs.add(
         "attention_at", "pos=" + std::to_string(pos), shape,
@@ -413,7 +413,7 @@ void add_argmax_rows(Cases& cs) {
           const float inf = std::numeric_limits<float>::infinity();
           auto at = [&](int64_t row, int64_t j) -> float& { return x.f32[sz(row * V + j % V)]; };
           if (R > 1 && V > 1) {
-            // Row 0: equal maxima at the end, the middle, j = 300 and 44 + 256 (for Vulkan's
+            // Row 0: equal maxima at the end, the middle, j = 300 and 44 + 256 (for a GPU's
             // spans of 2048: in three workgroups of 4500 columns; in two invocations of 300).
             for (int64_t j : {V - 1, V / 2, int64_t{300}, int64_t{44}}) at(0, j) = 7.0f;
             // Row 1: NaN first and in the middle, -inf, the maximum later.

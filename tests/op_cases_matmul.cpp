@@ -112,7 +112,7 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
       accumulate ? std::vector<int>{acc_index} : std::vector<int>{});
 }
 
-// layernorm_matmul: Vulkan's fused GEMV (one row: [1, K] and [B, 1, K]; N odd, N % 4 == 0,
+// layernorm_matmul: a GPU's fused GEMV (one row: [1, K] and [B, 1, K]; N odd, N % 4 == 0,
 // bias, gelu; K up to its 2048 limit, where the GEMV also splits k) and its fallbacks
 // (several rows; K > 2048; w stored [N, K] with trans_b), against layernorm then matmul in
 // float64.
@@ -166,7 +166,7 @@ void add_layernorm_matmul(Cases& cs) {
   }
 }
 
-// matmul_add_layernorm_matmul: Vulkan's one-dispatch chain (one row; N1, N2 multiples of
+// matmul_add_layernorm_matmul: a GPU's one-dispatch chain (one row; N1, N2 multiples of
 // 4; b1 given; GPT-2's proj -> fc and fc_proj -> next qkv seams; a row of 1040: more rows of
 // the second product than its workgroups load before waiting; 52 and 1044 columns: a last
 // workgroup of 16 (8 with K1 > 1024) with only 4) and the cases that take the
@@ -334,7 +334,7 @@ void add_matmul(Cases& cs) {
                 {4, 64, 33},
                 {7, 5, 40}},
                0, 0.5f);
-  // The 128x128 kernel of GPUs (Vulkan's matmul_big: M, N >= 128 and K >= 64): edge tiles in
+  // The 128x128 kernel of GPUs (matmul_big: M, N >= 128 and K >= 64): edge tiles in
   // m, n and k (k not a multiple of its step 8 or of 4), whole tiles, and row lengths that
   // are multiples of 4 elements next to ones that are not. K >= 512 over few tiles splits k
   // over workgroups (unbatched; 2 and 3 splits, one ending mid-step) plus an ordered reduce.

@@ -1,5 +1,5 @@
 // ScopedEnv: sets an environment variable for a scope (for code that reads it then, such as
-// a backend's settings parsed from FORGE_VULKAN_*), then restores it.
+// a backend's settings parsed from the environment), then restores it.
 #pragma once
 
 #include <cstdlib>

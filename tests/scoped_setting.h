@@ -1,5 +1,5 @@
 // ScopedSetting: a backend setting (forge/devices.h, set_device_setting) for a scope, such
-// as Vulkan's matmul_tile that a test forces on one product; the old value comes back after.
+// as a GPU's matmul_tile that a test forces on one product; the old value comes back after.
 #pragma once
 
 #include <algorithm>

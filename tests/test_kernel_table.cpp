@@ -222,8 +222,8 @@ TEST(KernelTable, WeightsOfOtherDtypesAreStoredOutByIn) {
 
 TEST(KernelTable, EveryBackendHasEveryOpOfTheTable) {
   // The CPU: every op (fused ones through their composition). Other backends may lack one
-  // only where forge/backend.h's supports() documents it (Vulkan: attention_at under 6
-  // bindings), which the op harness checks case by case.
+  // only where forge/backend.h's supports() documents it (e.g. attention_at on a
+  // GPU binding too few buffers), which the op harness checks case by case.
   Backend& cpu = backend_for(Device::cpu());
   for (const OpInfo& op : op_table()) {
     EXPECT_TRUE(cpu.supports(op.op)) << op.name;

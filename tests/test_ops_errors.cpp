@@ -1,6 +1,6 @@
 // Every op's error paths: bad input must throw forge::Error of the right kind, with a message
 // that starts with "<op>: ". Device mismatches cannot be produced in a CPU-only build (every
-// tensor is on the CPU); check.h's same_device is exercised by the Vulkan backend's tests.
+// tensor is on the CPU); check.h's same_device is exercised by the other backends' tests.
 // Quick sanity checks of the CPU kernels: test_cpu_kernels.cpp.
 #include <gtest/gtest.h>
 

@@ -229,7 +229,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpParity, ::testing::ValuesIn(parity_params()),
 // Every matmul flag combination on every tile kernel of a GPU, with and without split k
 // ---------------------------------------------------------------------------------------
 
-// The Vulkan backend's settings matmul_tile and split_k force a tile kernel and a number of
+// A backend's settings matmul_tile and split_k (a GPU's) force a tile kernel and a number of
 // k splits on every product; matmul_flag_cases() runs under each against float64 (its
 // shapes are small enough for lavapipe). Backends without them skip.
 const char* const kTiles[] = {"128x128", "64x128", "128x64", "64x64"};
@@ -293,7 +293,7 @@ INSTANTIATE_TEST_SUITE_P(MatmulTiles, OpTiles, ::testing::ValuesIn(tile_params()
 // The ops that bind a tensor larger than one binding in windows, with small windows
 // ---------------------------------------------------------------------------------------
 
-// Vulkan binds tensors larger than one storage binding (GPT-2's wte, its gradient and
+// A GPU backend may bind tensors larger than one storage binding (GPT-2's wte, its gradient and
 // moments, big logits on a 128 MiB device) in windows: matmul over blocks of out and
 // windows of k, embedding and scatter_add_rows over rows of the table, the flat ops over
 // runs of elements. The setting window_bytes shrinks the windows to about a third of each

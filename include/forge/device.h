@@ -1,5 +1,5 @@
 // Device: where a tensor's storage lives, a registered backend's name and a device index
-// ("cpu", "vulkan:1"). Which names exist is the backend registry's business
+// ("cpu", "name:1"). Which names exist is the backend registry's business
 // (forge/devices.h: parse_device, list_devices); core knows one device only, the host
 // ("cpu", index 0), where tensors made from host vectors live.
 #pragma once
@@ -23,7 +23,7 @@ struct Device {
   bool is_cpu() const { return backend() == "cpu"; }
   bool operator==(const Device& o) const { return name_ == o.name_ && index == o.index; }
   bool operator!=(const Device& o) const { return !(*this == o); }
-  /// "cpu" for the host, "name:index" for every other device ("vulkan:0").
+  /// "cpu" for the host, "name:index" for every other device.
   std::string str() const;
 
   int index = 0;

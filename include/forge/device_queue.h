@@ -2,7 +2,7 @@
 // host, steps recorded once and run many times, waiting, and device-side profiles. Models,
 // training and the CLI use this header, never forge/backend.h.
 //
-// Every backend can implement it natively. Vulkan (and CUDA) replay recorded command
+// Every backend can implement it natively. GPU APIs such as CUDA replay recorded command
 // buffers and read through fences; WebGPU, whose command buffers are not replayable and
 // whose reads are asynchronous only (mapAsync), encodes each step again and maps buffers;
 // the CPU runs each step again and reads at once.
@@ -110,7 +110,7 @@ DeviceStats device_stats(Device device);
 
 /// Device time of one kernel over a profiled span.
 struct KernelTime {
-  std::string kernel;  // the kernel (Vulkan: shader) name
+  std::string kernel;  // the kernel (a GPU's: shader) name
   uint64_t dispatches = 0;
   double ms = 0.0;  // device time between the timestamps around each dispatch
 };

@@ -21,7 +21,7 @@ struct DeviceInfo {
   uint64_t memory_bytes = 0;       // total device memory (CPU: physical RAM)
   uint64_t max_binding_bytes = 0;  // largest buffer one kernel may bind (CPU: unlimited = 0)
   std::string simd;                // CPU: "avx512", "avx2", "portable"
-  /// Further limits worth showing, as (name, value) lines (Vulkan: storage buffer range,
+  /// Further limits worth showing, as (name, value) lines (a GPU's: storage buffer range,
   /// offset alignment, shared memory, workgroup size/count, subgroup size, memory heaps).
   std::vector<std::pair<std::string, std::string>> limits;
 };
@@ -33,16 +33,16 @@ std::vector<DeviceInfo> list_devices();
 DeviceInfo device_info(Device device);
 
 /// "cpu", "NAME" or "NAME:N" for a registered backend NAME; "NAME" alone is that backend's
-/// default device (Vulkan: the first discrete GPU). Error(Format) naming the registered
+/// default device (a GPU backend's: its first discrete GPU). Error(Format) naming the registered
 /// backends for anything else. The device need not exist: using it reports why not.
 Device parse_device(const std::string& text);
 
-/// What `--device` accepts, for help texts: "cpu, vulkan, vulkan:N".
+/// What `--device` accepts, for help texts: "cpu, NAME, NAME:N" for each registered backend.
 std::string device_choices();
 
-/// A backend's named switch, e.g. set_device_setting(vulkan, "matmul_tile", "64x64"): the
-/// experiment and test switches of docs/ARCHITECTURE.md (Vulkan: src/backend/vulkan/
-/// settings.h), also set from the environment (FORGE_VULKAN_MATMUL_TILE). A backend's
+/// A backend's named switch, e.g. a GPU's set_device_setting(gpu, "matmul_tile", "64x64"): the
+/// experiment and test switches of docs/ARCHITECTURE.md (each in its backend's folder),
+/// also set from the environment (FORGE_<BACKEND>_MATMUL_TILE). A backend's
 /// settings hold for all its devices. Change them between calls, not while another thread
 /// runs ops. Error(Format) for a bad value, Error(Unsupported) for a name the backend lacks
 /// or one read only when the device is created.

@@ -95,7 +95,7 @@ struct LayerWeights {
 /// untied head [V, C] in any weight dtype; the position embedding F32.
 struct Weights {
   /// Token embedding [V, C], also the tied LM head. One tensor on every device: a backend
-  /// whose kernels bind less than its bytes splits the binding itself (Vulkan: windows).
+  /// whose kernels bind less than its bytes splits the binding itself (in windows).
   Tensor wte;
   Tensor wpe;                        // [P, C], F32
   std::vector<LayerWeights> layers;  // L blocks

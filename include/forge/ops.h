@@ -88,7 +88,7 @@ Tensor layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float
 enum class DeviceIds { check, trusted };
 
 /// matmul(layernorm(x, gamma, beta, eps), w, spec, bias): the same result in one call, so
-/// that a backend can normalize inside the product (Vulkan: a decode step's row normalized
+/// that a backend can normalize inside the product (a GPU: a decode step's row normalized
 /// by every GEMV workgroup, one dispatch instead of two; bit for bit the two ops' result).
 /// x: [R, K] or [B, R, K] normalized over K; gamma, beta: [K]; spec.trans_a is refused (the
 /// rows of x are what is normalized). Errors: those of layernorm and matmul, named
@@ -103,7 +103,7 @@ Tensor layernorm_matmul(const Tensor& x, const Tensor& gamma, const Tensor& beta
 /// [N1, K1], as weights of the 16-bit and block dtypes are stored; spec1 may set nothing
 /// else); b1: [N1] or undefined; w2, b2, spec2 as for layernorm_matmul. Results equal those
 /// ops' bit for bit.
-/// A GPU may run both products in one dispatch (Vulkan, one row: the second product's
+/// A GPU may run both products in one dispatch (one row: the second product's
 /// workgroups wait for the first's; x is only read, so a workgroup that cannot wait may
 /// compute x_new itself). Errors: those of matmul_add_ and
 /// layernorm_matmul, named "matmul_add_layernorm_matmul".
@@ -148,8 +148,8 @@ Tensor merge_heads(const Tensor& x, int64_t n_head);
 /// Errors: qkv's rank/last dimension, n_head < 1 or not dividing C (Shape/Range), one cache
 /// without the other, a cache shape other than [B*n_head, cap, hd] or caches of different
 /// shapes (Shape), tensors on different devices (Device), pos < 0 or pos != 0 without
-/// caches (Range), "kv overflow" (Range) if pos + T > cap. The Vulkan kernels take
-/// hd <= 128 (Unsupported beyond).
+/// caches (Range), "kv overflow" (Range) if pos + T > cap. A GPU's kernels may
+/// take only hd <= 128 (Unsupported beyond).
 Tensor attention(const Tensor& qkv, int64_t n_head, Tensor k_cache = Tensor(),
                  Tensor v_cache = Tensor(), int64_t pos = 0);
 

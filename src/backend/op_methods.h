@@ -1,5 +1,5 @@
-// Kernels written as member functions typed after forge/ops.h (CpuBackend and VulkanBackend
-// write theirs so): FORGE_OP_METHODS declares them inside the backend's class, and
+// Kernels written as member functions typed after forge/ops.h (the CPU's and the GPU
+// backends' are written so): FORGE_OP_METHODS declares them inside the backend's class, and
 // add_op_methods(*this) registers each for the op table's dtypes. Fused ops are not among
 // them (a backend registers its own, or gets their compositions). A backend may as well
 // register free functions with Backend::add_kernel directly.

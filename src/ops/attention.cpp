@@ -1,6 +1,5 @@
 // Fused causal self-attention (inference, optionally over a KV cache). Validation and
-// dispatch only; the kernels are src/backend/cpu/attention.cpp and the Vulkan shaders
-// attention_decode.comp / attention_prefill*.comp.
+// dispatch only; the kernels are each backend's (src/backend/cpu/attention.cpp on the CPU).
 #include <string>
 
 #include "forge/ops.h"

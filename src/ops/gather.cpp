@@ -59,8 +59,8 @@ Tensor embedding(const Tensor& ids_in, const Tensor& table, DeviceIds device_ids
   const char* op = "embedding";
   check_u32(op, "ids", ids_in);
   if (!table.defined()) fail(ErrorKind::Shape, op, "table is an undefined tensor");
-  // A table of the dtypes the op table accepts; the kernel is looked up by them (the CPU
-  // and Vulkan gather f32 tables).
+  // A table of the dtypes the op table accepts; the kernel is looked up by them (every
+  // backend gathers f32 tables).
   check_input_dtype(Op::embedding, 1, op, table.dtype(), table.shape().str());
   check_rank(op, "table", table, 2, 2);
   const Tensor ids =

@@ -22,7 +22,7 @@ inline MatmulSpec linear_spec(const Tensor& w, MatmulSpec s = {}) {
   return s;
 }
 /// w with every weight whose dtype `device` has no kernels for widened to f32 (a GPU backend
-/// without them: Vulkan today).
+/// without them).
 Weights runnable_on(Weights w, Device device);
 
 /// Whether `path` names a GGUF file (a regular file called *.gguf).

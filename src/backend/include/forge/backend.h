@@ -156,7 +156,7 @@ class Backend : public DeviceMemory {
   }
   bool supports(Op op, DTypeKey key) const { return find_kernel(op, key) != nullptr; }
   /// Why this device has no kernel for `op` at all, for the Unsupported error ("" if none
-  /// to tell: e.g. Vulkan's attention_at on a device binding too few buffers).
+  /// to tell: e.g. a GPU's attention_at on a device binding too few buffers).
   virtual std::string why_unsupported(Op op) const {
     (void)op;
     return "";
@@ -176,14 +176,14 @@ class Backend : public DeviceMemory {
 /// One backend, as it registers itself (src/backend/registry.cpp; docs/ARCHITECTURE.md, "Add
 /// a backend").
 struct BackendRegistration {
-  std::string name;      // the device name's backend part: "vulkan"
+  std::string name;      // the device name's backend part, e.g. "cpu"
   bool indexed = false;  // devices "name:N" (else one device, "name" = "name:0")
   /// The backend of device `index`, created on first use; Error(Device) naming the cause
   /// when there is no such device.
   std::function<Backend&(int index)> open;
   /// The devices present (empty when the backend has none here: no driver, no GPU).
   std::function<std::vector<DeviceInfo>()> devices;
-  /// The index "name" without one stands for (Vulkan: the first discrete GPU).
+  /// The index "name" without one stands for (a GPU backend: its first discrete GPU).
   std::function<int()> default_index = [] { return 0; };
 };
 

@@ -275,7 +275,7 @@ TEST_F(Vulkan, MatmulAddLayernormMatmulOfOneRowIsOneDispatch) {
   if (fits) {
     EXPECT_GT(consumed, consumed_before_replays) << "no replay consumed phase 1's rows";
   }
-  // The tally, for runs repeated on a GPU (tools/gpu_tests.sh sums these lines).
+  // The tally, for runs repeated on a GPU (src/backend/vulkan/tools/gpu_tests.sh sums these lines).
   std::printf("gemv_chain tally: consumed %llu recomputed %llu\n",
               static_cast<unsigned long long>(consumed),
               static_cast<unsigned long long>(recomputed));

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The Vulkan tests on a real GPU (the GPU machine of the `device` tool; CI has none):
-#   tools/gpu_tests.sh BUILD_DIR [OUT_DIR] [REPEAT]
+#   src/backend/vulkan/tools/gpu_tests.sh BUILD_DIR [OUT_DIR] [REPEAT]
 # BUILD_DIR holds forge_tests and forge, built elsewhere with -DFORGE_OPENBLAS=OFF and
 # carried (the tests find the repository at the path they were built from: link it there).
 #   1. the op harness on every Vulkan device (every case against float64 and against the
@@ -27,13 +27,14 @@ summary() {  # file label: gtest's per-run totals, summed over repeats
   grep '^\[  FAILED  \] [A-Za-z]' "$1" | sort -u | head -20
 }
 
-"$T" --gtest_filter='*/vulkan_*:Vulkan.*:Attention.*' > "$OUT/harness.txt" 2>&1
+"$T" --gtest_filter='*/vulkan_*:Vulkan*:Attention.*' > "$OUT/harness.txt" 2>&1
 rc1=$?
 summary "$OUT/harness.txt" "op harness + Vulkan tests"
 
 chain='AllOps/OpReference.*/vulkan_*matmul_add_layernorm_*'
 chain+=':AllOps/OpParity.*/vulkan_*matmul_add_layernorm_*'
 chain+=':Vulkan.MatmulAddLayernormMatmulOfOneRowIsOneDispatch'
+chain+=":Vulkan.SixteenBitSeamOfOneRowIsOneDispatch"
 FORGE_VULKAN_CHAIN=1 "$T" --gtest_filter="$chain" --gtest_repeat="$REPEAT" > "$OUT/chain.txt" 2>&1
 rc2=$?
 summary "$OUT/chain.txt" "gemv_chain cases x $REPEAT"

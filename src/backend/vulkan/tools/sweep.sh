@@ -1,6 +1,6 @@
 #!/bin/bash
 # Sweeps the Vulkan kernels' switches on a GPU, to set their automatic choices:
-#   bench/vulkan_sweep.sh [BUILD_DIR]    (default: build)
+#   src/backend/vulkan/tools/sweep.sh [BUILD_DIR]    (default: build)
 #   1. GPT-2 prefill's four weight products (1024 rows) under every big tile and split of k
 #      (FORGE_VULKAN_MATMUL_TILE x FORGE_VULKAN_SPLIT_K), then auto: ms, GFLOP/s;
 #   2. prefill of 1024 tokens with each attention tile (FORGE_VULKAN_ATTENTION_TILE) and with
