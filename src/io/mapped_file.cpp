@@ -48,9 +48,9 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char
 
   // Preferred: map the file where the kernel likes, then the spare page right after it
   // (MAP_FIXED_NOREPLACE fails instead of clobbering anything already there). A file mapped
-  // with MAP_FIXED over an anonymous reservation (the fallback below) reads up to 8x slower
-  // in GEMV-style access on some virtualized kernels (measured: GPT-2 124M decode 1.0 vs
-  // 8.6 tok/s with otherwise identical mappings).
+  // with MAP_FIXED over an anonymous reservation (the fallback below) read several times
+  // slower in GEMV-style access on a virtualized kernel (docs/PERFORMANCE.md, "Measurements
+  // that shaped the kernels").
   if (m->size_ > 0) {
     void* file = ::mmap(nullptr, m->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
     if (file != MAP_FAILED) {

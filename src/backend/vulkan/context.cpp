@@ -134,13 +134,13 @@ Context::Context(int index, Device device) : device_(device) {
   // host-visible and coherent and its heap is as large as the largest device-local heap
   // (lavapipe, integrated GPUs), map buffers and copy directly; otherwise keep them
   // device-only and go through a staging buffer. Not on a discrete GPU even with resizable
-  // BAR: host reads of its memory cross PCIe uncached (~11 ms for GPT-2's 200 KB of logits
-  // per token on an H200), where a recorded copy into cached staging memory costs ~10 us.
+  // BAR: host reads of its memory cross PCIe uncached, far slower than a recorded copy into
+  // cached staging memory (docs/PERFORMANCE.md, "Measurements that shaped the kernels").
   const bool discrete = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   discrete_ = discrete;
   // Waiting for a batch: a GPU's short batches (a decode step, ~0.5 ms) are waited for by
-  // polling the fence, since a blocking vkWaitForFences wakes the thread ~0.05 ms late on
-  // NVIDIA's driver (measured: 0.58-0.60 -> 0.52 ms per GPT-2 decode step on an H200).
+  // polling the fence, since a blocking vkWaitForFences wakes the thread late on NVIDIA's
+  // driver (docs/PERFORMANCE.md, "Measurements that shaped the kernels").
   // Longer batches poll for at most this long, then block. lavapipe computes on the host's
   // cores, which polling would take from it: none there. Setting spin_us overrides.
   spin_ns_ = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : kSpinNs;

@@ -39,15 +39,12 @@ const MatmulTile* forced_tile() {
 // The tile kernel of an [M, N] output (M >= 2) per batch over K. 64x64 tiles (matmul) for
 // small or skinny outputs (attention's [T, T] @ [T, 64]) or a short k; else the big kernels:
 //  - 128x128 (matmul_big) when its grid reaches fill_groups workgroups: the most FMAs per
-//    shared-memory read (32 TFLOP/s at 4096^3 on an H200; measured there, it beat matmul
-//    even on a small grid: prefill's [1024, 768] @ [768, 768], 48 workgroups on 132 SMs
-//    was faster than matmul's 192);
+//    shared-memory read (on an H200 it beat matmul even on a small grid);
 //  - else a half tile, 64x128 or 128x64, whichever pads the output less (64x128 on a tie):
 //    twice the workgroups (GPT-2 prefill of 1024 tokens: 96-384 instead of 48-192) before
 //    gemm splits k for what is still too few.
-// Measured on an H200 (bench/vulkan_sweep.sh, GPT-2 prefill's products of 1024 rows): the
-// half tile beat 128x128 at every split count on the 48-192-tile products; 64x128 beat
-// 128x64 on all four.
+// The choices follow src/backend/vulkan/tools/sweep.sh on an H200 (docs/PERFORMANCE.md,
+// "Measurements that shaped the kernels").
 const MatmulTile& matmul_tile(uint64_t M, uint64_t N, uint64_t K, uint64_t batch) {
   const MatmulTile* forced = forced_tile();
   if (M < 128 || N < 128 || K < 64) return kTile64x64;

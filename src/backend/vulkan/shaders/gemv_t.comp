@@ -7,7 +7,7 @@
 // b (coalesced), then one adds the 32 partials in order. Where the row is 16-byte aligned
 // (the LM head's rows of 768), an invocation reads it as vec4s, up to kSteps of them issued
 // at once (a whole row of 768 in one step: one wait on memory; one scalar load at a time
-// kept too few bytes in flight to reach the H200's bandwidth), and sums its 4 lanes in a
+// keeps too few bytes in flight for a GPU's bandwidth), and sums its 4 lanes in a
 // fixed order; other rows go element by element. Same push constants as matmul.comp,
 // epilogue (gelu, accumulate: matmul_epilogue.glsl) included.
 layout(local_size_x = 32, local_size_y = 8) in;

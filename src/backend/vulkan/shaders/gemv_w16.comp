@@ -8,9 +8,7 @@
 // to f32 and multiply in f32; then a fixed tree adds the 32 partials (deterministic). The
 // same bytes per row as gemv_t reads in f32 take half the loads. Rows not 16-byte aligned
 // (K not a multiple of 8, a misaligned view) or a strided op(a) row go element by element.
-// H200: GPT-2's f16 LM head [50257, 768] in 0.029 ms (f32 gemv_t: 0.043 ms); its layers'
-// products (~5 us) are launch-bound. 2 rows per 32 invocations in 128-wide workgroups
-// measured the same.
+// (Its H200 figures: docs/PERFORMANCE.md, "Measurements that shaped the kernels".)
 const uint kRows = 1u, kGroups = 8u;  // rows of W per group of 32 invocations; groups
 layout(local_size_x = 32, local_size_y = 8) in;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
