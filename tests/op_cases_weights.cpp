@@ -157,7 +157,7 @@ void add_weight_embeddings(Cases& cs) {
     }
 }
 
-// The fused ops with weights of other dtypes run as their parts (no backend fuses them yet).
+// The fused ops with weights of other dtypes: a backend's fused kernel for them, or their parts.
 void add_weight_fused(Cases& cs) {
   for (DType t : kWeightDTypes) {
     const int64_t R = 3, K = 64, N = 20;
@@ -184,37 +184,55 @@ void add_weight_fused(Cases& cs) {
         });
     cs.list.back().needs = {{Op::matmul, matmul_key(t)}};
 
-    const int64_t N1 = 64, K1 = 96, N2 = 32;
-    cs.add(
-        "matmul_add_layernorm_matmul", std::string(dtype_name(t)) + ",b1,b2", "x=1x64,K1=96,N2=32",
-        [t](CaseRng& r) {
-          return Inputs{F(r, {1, N1}), F(r, {1, K1}), weight(r, {N1, K1}, t),
-                        F(r, {N1}),    F(r, {N1}),    weight(r, {N2, N1}, t),
-                        F(r, {N1}),    F(r, {N2})};
-        },
-        [eps](const std::vector<Tensor>& x) {
-          const ResidualProduct p =
-              matmul_add_layernorm_matmul(x[0], x[1], x[2], x[6], x[3], x[4], eps, x[5],
-                                          {.trans_b = true}, x[7], {.trans_b = true});
-          return Outputs{host(p.out), host(p.x)};
-        },
-        [t, eps](const Inputs& x) {
-          Vec mag1, mag2;
-          Expected ex, eo;
-          ex.value = ref::matmul_add(
-              W(x[0]), product_rows(x[1].f32, t), W(x[2]), W(x[6]),
-              {.m = 1, .k = K1, .n = N1, .trans_b = true, .b_stored_rows = N1}, &mag1);
-          for (double m : mag1) ex.tol.push_back(reduction_tol(kFwdTol, m));
-          // The kernel rounds its own x_new (f32) before the layernorm: start from that.
-          const std::vector<float> x_new(ex.value.begin(), ex.value.end());
-          const Vec h = ref::layernorm(ref::widen(x_new), W(x[3]), W(x[4]), N1, eps);
-          eo.value =
-              ref::matmul(product_rows(std::vector<float>(h.begin(), h.end()), t), W(x[5]), W(x[7]),
-                          {.m = 1, .k = N1, .n = N2, .trans_b = true, .b_stored_rows = N2}, &mag2);
-          for (double m : mag2) eo.tol.push_back(2.4 * reduction_tol(kFwdTol, m));
-          return Exp{eo, ex};
-        });
-    cs.list.back().needs = {{Op::matmul, matmul_key(t)}};
+    // A decode seam's shape, and one whose rows of W1 take several steps of a GPU's loads
+    // (K1 > 2048), with a partial last group of columns, gelu and no b2 (a GPU's
+    // one-dispatch chain takes both with f16 / bf16 weights).
+    struct Seam {
+      int64_t N1, K1, N2;
+      bool gelu, b2;
+    };
+    for (const Seam s : {Seam{64, 96, 32, false, true}, Seam{1024, 2080, 36, true, false}}) {
+      const int64_t N1 = s.N1, K1 = s.K1, N2 = s.N2;
+      const bool gelu = s.gelu, has_b2 = s.b2;
+      cs.add(
+          "matmul_add_layernorm_matmul",
+          std::string(dtype_name(t)) + (has_b2 ? ",b1,b2" : ",b1,gelu"),
+          "x=1x" + std::to_string(N1) + ",K1=" + std::to_string(K1) + ",N2=" + std::to_string(N2),
+          [=](CaseRng& r) {
+            Inputs in{F(r, {1, N1}), F(r, {1, K1}), weight(r, {N1, K1}, t),
+                      F(r, {N1}),    F(r, {N1}),    weight(r, {N2, N1}, t),
+                      F(r, {N1})};
+            if (has_b2) in.push_back(F(r, {N2}));
+            return in;
+          },
+          [=](const std::vector<Tensor>& x) {
+            const Tensor b2 = has_b2 ? x[7] : Tensor();
+            const ResidualProduct p =
+                matmul_add_layernorm_matmul(x[0], x[1], x[2], x[6], x[3], x[4], eps, x[5],
+                                            {.trans_b = true, .gelu = gelu}, b2, {.trans_b = true});
+            return Outputs{host(p.out), host(p.x)};
+          },
+          [=](const Inputs& x) {
+            Vec mag1, mag2;
+            Expected ex, eo;
+            ex.value = ref::matmul_add(
+                W(x[0]), product_rows(x[1].f32, t), W(x[2]), W(x[6]),
+                {.m = 1, .k = K1, .n = N1, .trans_b = true, .b_stored_rows = N1}, &mag1);
+            for (double m : mag1) ex.tol.push_back(reduction_tol(kFwdTol, m));
+            // The kernel rounds its own x_new (f32) before the layernorm: start from that.
+            const std::vector<float> x_new(ex.value.begin(), ex.value.end());
+            const Vec h = ref::layernorm(ref::widen(x_new), W(x[3]), W(x[4]), N1, eps);
+            const Vec no_bias;
+            eo.value = ref::matmul(
+                product_rows(std::vector<float>(h.begin(), h.end()), t), W(x[5]),
+                has_b2 ? W(x[7]) : no_bias,
+                {.m = 1, .k = N1, .n = N2, .trans_b = true, .b_stored_rows = N2, .gelu = gelu},
+                &mag2);
+            for (double m : mag2) eo.tol.push_back(2.4 * reduction_tol(kFwdTol, m));
+            return Exp{eo, ex};
+          });
+      cs.list.back().needs = {{Op::matmul, matmul_key(t)}};
+    }
   }
 }
 

@@ -241,6 +241,7 @@ TEST_F(CliGenerate, BenchPresetReportsItsFigures) {
   EXPECT_GT(j.value("decode_step_host_ms_median", 0.0), 0.0);
   EXPECT_LE(j["decode_step_host_ms_median"].get<double>(),
             j["decode_step_ms_median"].get<double>());
+  EXPECT_GE(j["decode_step_ms_max"].get<double>(), j["decode_step_ms_median"].get<double>());
   EXPECT_EQ(j["batch"], 2);
   EXPECT_EQ(j["prompt_tokens"], 8);
   EXPECT_EQ(j["decode_tokens"], 4);

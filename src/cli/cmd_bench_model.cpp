@@ -16,10 +16,10 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -30,8 +30,8 @@
 #include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
-#include "forge/quantize.h"
 #include "forge/ops.h"
+#include "forge/quantize.h"
 #include "forge/sampling.h"
 #include "forge/threads.h"
 #include "forge/train.h"
@@ -170,7 +170,7 @@ int bench_model(const ModelBenchOptions& o) {
                                std::to_string(N) + " exceed the context of preset " + o.preset +
                                " (n_ctx = " + std::to_string(config.n_ctx) + ")");
   double weight_bytes = loaded ? static_cast<double>(loaded->weight_bytes())
-                                : 4.0 * static_cast<double>(config.num_params());
+                               : 4.0 * static_cast<double>(config.num_params());
   const double kv_bytes = 2.0 * static_cast<double>(config.n_layer) * static_cast<double>(B) *
                           static_cast<double>(P + N) * static_cast<double>(config.n_embd) * 4.0;
   // Logits [B, P, V] are never materialized (only the last position's), but attention
@@ -250,6 +250,8 @@ int bench_model(const ModelBenchOptions& o) {
   const double decode_tok_s = decoded ? static_cast<double>(B * N) / decode_s : 0.0;
   const double step_ms = decoded ? median(steps) * 1e3 : 0.0;
   const double host_ms = decoded ? median(host_parts) * 1e3 : 0.0;
+  // The slowest step: a rate below the median step's shows where the time went.
+  const double step_max_ms = decoded ? *std::max_element(steps.begin(), steps.end()) * 1e3 : 0.0;
   const double ratio = peak / (weight_bytes + kv_bytes);
   const int threads = num_threads();
   Profile prof_prefill, prof_decode;
@@ -283,6 +285,7 @@ int bench_model(const ModelBenchOptions& o) {
         {"decode_tok_s", decoded ? nlohmann::ordered_json(decode_tok_s) : nullptr},
         {"decode_step_ms_median", decoded ? nlohmann::ordered_json(step_ms) : nullptr},
         {"decode_step_host_ms_median", decoded ? nlohmann::ordered_json(host_ms) : nullptr},
+        {"decode_step_ms_max", decoded ? nlohmann::ordered_json(step_max_ms) : nullptr},
         {"weights_mb", mib(weight_bytes)},
         {"kv_cache_mb", mib(kv_bytes)},
         {"peak_rss_mb", mib(peak)},
@@ -304,8 +307,8 @@ int bench_model(const ModelBenchOptions& o) {
   std::printf("%s (%.1fM params, %s weights, %s in %.2f s) on %s, %d thread%s, batch %lld\n",
               loaded ? o.model.c_str() : o.preset.c_str(),
               static_cast<double>(config.num_params()) / 1e6, dtype_name(model.weight_dtype()),
-              loaded ? "loaded" : "random init", init_seconds,
-              device.str().c_str(), threads, threads == 1 ? "" : "s", static_cast<long long>(B));
+              loaded ? "loaded" : "random init", init_seconds, device.str().c_str(), threads,
+              threads == 1 ? "" : "s", static_cast<long long>(B));
   std::printf("  prefill %5lld tokens  %10.1f tok/s  (%.1f ms, median of 3)\n",
               static_cast<long long>(P), prefill_tok_s, prefill_s * 1e3);
   if (decoded)

@@ -18,8 +18,8 @@ namespace {
 /// (rows). hd <= 64: attention_prefill (16x16 invocations of 4x2 scores) or
 /// attention_prefill_big (8x16 of 4x4 scores: twice the FMAs per invocation, its shared
 /// reads in aligned runs of 4); both take 32 KiB of shared memory.
-/// The setting attention_tile = small | big picks one; auto is small: on an H200 big took
-/// 2.1 ms of a 1024-token prefill where small took 2.0 (bench/vulkan_sweep.sh).
+/// The setting attention_tile = small | big picks one; auto is small, which was the faster on
+/// an H200 (docs/PERFORMANCE.md, "Measurements that shaped the kernels").
 const char* prefill_kernel(int64_t hd, int64_t& rows) {
   const std::string& tile = settings().attention_tile;
   if (hd > 64) {
@@ -30,16 +30,13 @@ const char* prefill_kernel(int64_t hd, int64_t& rows) {
   return tile == "big" ? "attention_prefill_big" : "attention_prefill";
 }
 
-// The setting chain: auto -> gemv_chain on discrete GPUs only (where it is faster:
-// lavapipe's threads would poll); 1 -> on any device (CI runs it on lavapipe); 0 -> never
-// (matmul_add_layernorm_matmul as a copy and two kernels); solo (tests) -> gemv_chain whose
-// second-phase workgroups never wait, each computing the first phase itself.
-enum class ChainMode { off, on, never_wait };
-
 // The longest row (N1) for which a phase-2 invocation of gemv_chain holds all of its W2
 // values in registers (at most 6 per invocation): gemv_chain_preload loads them before its
 // wait.
 constexpr int64_t kChainPreloadMaxRow = 768;
+
+}  // namespace
+
 ChainMode chain_mode(bool discrete) {
   switch (settings().chain) {
     case Settings::Chain::off: return ChainMode::off;
@@ -48,8 +45,6 @@ ChainMode chain_mode(bool discrete) {
     default: return discrete ? ChainMode::on : ChainMode::off;
   }
 }
-
-}  // namespace
 
 void VulkanBackend::run_1d(const char* shader, const std::vector<Arg>& args,
                            const std::vector<uint32_t>& params, uint64_t n) {

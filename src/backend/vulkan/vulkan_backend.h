@@ -32,6 +32,14 @@ constexpr uint32_t kGemvChainBindings = 11;
 /// gemv_n_ln's shared row (its xs[]).
 constexpr int64_t kLnGemvMaxK = 2048;
 
+/// How matmul_add_layernorm_matmul's one-dispatch chains (gemv_chain, gemv_chain_w16) run,
+/// from the setting chain: auto -> on discrete GPUs only (where they are faster: lavapipe's
+/// threads would poll); 1 -> on any device (CI runs them on lavapipe); 0 -> never (the op's
+/// composition); solo (tests) -> chains whose second-phase workgroups never wait, each
+/// computing the first phase itself.
+enum class ChainMode { off, on, never_wait };
+ChainMode chain_mode(bool discrete);
+
 /// What gemv_chain's second-phase workgroups did, summed over its dispatches (modulo 2^32).
 struct ChainCounts {
   uint64_t consumed = 0;    // read the first phase's x_out once every workgroup had written it
@@ -99,6 +107,10 @@ class VulkanBackend final : public Backend {
   void register_weight_kernels();
   void weight_matmul(const OpCall& c);
   void weight_embedding(const OpCall& c);
+  /// matmul_add_layernorm_matmul of one row with f16 / bf16 weights in one dispatch
+  /// (gemv_chain_w16.comp), where takes_weight_chain says it can.
+  bool takes_weight_chain(const OpCall& c) const;
+  void weight_chain(const OpCall& c);
   /// n invocations of a 256-wide 1-D shader.
   void run_1d(const char* shader, const std::vector<Arg>& args, const std::vector<uint32_t>& params,
               uint64_t n);

@@ -7,6 +7,9 @@
 //    q8_0 / q4_0: quantize_rows_q8 rounds op(a)'s rows to int8 blocks (forge/ops.h) into a
 //    scratch, then gemv_q or matmul_q add (dw * d) * (exact integer dot) per block in f32.
 //  - embedding rows gathered from such a table, widened to f32 (embedding_w).
+//  - matmul_add_layernorm_matmul of one row with f16 / bf16 W1 and W2 in one dispatch
+//    (gemv_chain_w16: 16-bit rows as gemv_w16 reads them, gemv_chain's hand-off), where the chain
+//    setting allows chains (kernels.cpp); other calls get the op's composition.
 // Weights larger than one binding go in windows of whole rows (of b: columns of out).
 #include <algorithm>
 
@@ -61,6 +64,75 @@ void VulkanBackend::register_weight_kernels() {
     add_kernel(Op::matmul, dtype_key({DType::F32, d, DType::F32}), mm);
     add_kernel(Op::embedding, dtype_key({DType::U32, d}), emb);
   }
+  for (DType d : {DType::F16, DType::BF16})
+    add_kernel(
+        Op::matmul_add_layernorm_matmul,
+        dtype_key({DType::F32, DType::F32, d, DType::F32, DType::F32, DType::F32, d, DType::F32}),
+        [](Backend& b, const OpCall& c) { static_cast<VulkanBackend&>(b).weight_chain(c); },
+        [](const Backend& b, const OpCall& c) {
+          return static_cast<const VulkanBackend&>(b).takes_weight_chain(c);
+        });
+}
+
+namespace {
+
+// A weight bound whole from its first byte (16-byte aligned where the chain takes it).
+Arg weight_arg(const Tensor& w) {
+  return {&storage_of(w), static_cast<size_t>(w.byte_offset()), static_cast<size_t>(w.nbytes()),
+          false};
+}
+
+// gemv_chain_w16's longest row of a (its shared copy, kAMax).
+constexpr int64_t kChainMaxK1 = 4096;
+
+// gemv_chain_w16's workgroups: 16 columns (rows of W1, then of W2) each.
+uint64_t chain_groups(int64_t n) { return static_cast<uint64_t>((n + 15) / 16); }
+
+}  // namespace
+
+bool VulkanBackend::takes_weight_chain(const OpCall& c) const {
+  // One row, plain 2-D operands, W1 [N1, K1] and W2 [N2, N1] used transposed and whole,
+  // b1 given, 16-byte aligned rows of 8-weight groups (its loads), N1 and K1 within its
+  // shared rows (the layernorm's, a's).
+  const Tensor &x = c.in(0), &a = c.in(1), &w1 = c.in(2), &b1 = c.in(3), &w2 = c.in(6);
+  const MatmulSpec &s1 = c.attrs.spec1, &s2 = c.attrs.spec;
+  if (chain_mode(ctx_->discrete()) == ChainMode::off || ctx_->max_bindings() < kGemvChainBindings)
+    return false;
+  if (x.rank() != 2 || x.dim(0) != 1 || a.rank() != 2 || w1.rank() != 2 || w2.rank() != 2 ||
+      !b1.defined())
+    return false;
+  if (!s1.trans_b || s1.trans_a || s1.gelu || s1.alpha != 1.0f || s1.b_rows != 0 || !s2.trans_b ||
+      s2.trans_a || s2.alpha != 1.0f || s2.b_rows != 0)
+    return false;
+  const int64_t N1 = x.dim(1), K1 = a.dim(1);
+  const uint64_t groups = chain_groups(N1) + chain_groups(w2.dim(0));
+  const uint64_t binding = ctx_->limits().maxStorageBufferRange;
+  return N1 <= kLnGemvMaxK && N1 % 8 == 0 && K1 % 8 == 0 && K1 <= kChainMaxK1 &&
+         w1.byte_offset() % 16 == 0 && w2.byte_offset() % 16 == 0 &&
+         static_cast<uint64_t>(w1.nbytes()) <= binding &&
+         static_cast<uint64_t>(w2.nbytes()) <= binding && groups < 65536 &&
+         groups <= ctx_->limits().maxComputeWorkGroupCount[0];
+}
+
+void VulkanBackend::weight_chain(const OpCall& c) {
+  std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
+  const Tensor &x = c.in(0), &a = c.in(1), &w1 = c.in(2), &b1 = c.in(3), &gamma = c.in(4),
+               &beta = c.in(5), &w2 = c.in(6), &b2 = c.in(7);
+  Tensor &x_new = c.out(0), &o = c.out(1);
+  const MatmulSpec& spec2 = c.attrs.spec;
+  const int64_t N1 = x.dim(1), K1 = a.dim(1), N2 = o.dim(-1);
+  const uint64_t groups1 = chain_groups(N1), groups2 = chain_groups(N2);
+  const ChainMode mode = chain_mode(ctx_->discrete());
+  // Without b2, binding 6 is a again (never read: flags2 has no bias).
+  const uint32_t flags2 = (w1.dtype() == DType::BF16 ? kVariant : 0u) |
+                          (b2.defined() ? kBias : 0u) | (spec2.gelu ? kEpilogueGelu : 0u) |
+                          (mode == ChainMode::never_wait ? 32u : 0u);
+  ctx_->dispatch("gemv_chain_w16",
+                 {in(a), weight_arg(w1), in(b1), in(x), out(x_new), weight_arg(w2),
+                  b2.defined() ? in(b2) : in(a), out(o), in(gamma), in(beta), whole(*work_, true)},
+                 {u(N1), u(K1), u(N2), flags2, f(c.attrs.eps), static_cast<uint32_t>(groups1),
+                  static_cast<uint32_t>(groups2)},
+                 static_cast<uint32_t>(groups1 + groups2), 1, 1);
 }
 
 void VulkanBackend::weight_matmul(const OpCall& c) {

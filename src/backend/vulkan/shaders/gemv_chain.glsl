@@ -1,46 +1,15 @@
 // The body of gemv_chain.comp and gemv_chain_preload.comp (CHAIN_PRELOAD_W2: rows of
 // N1 <= 768, whose W2 values a phase-2 invocation holds in registers).
-// matmul_add_layernorm_matmul for one row in one dispatch (the seam between two pre-norm
-// sublayers of a decode step):
+// matmul_add_layernorm_matmul for one row in one dispatch with f32 weights [K, N] (the seam
+// between two pre-norm sublayers of a decode step):
 //   phase 1: x_out = x_in + (a @ W1 + b1)                 gemv_n's work, 16 (8) columns of N1
 //   phase 2: out = epilogue(layernorm(x_out) @ W2 + b2)    gemv_n_ln's, 16 columns of N2
-// with the same sums in the same order as those two kernels: the same bits.
-//
-// Workgroups [0, groups1) do phase 1; each writes its 16 (or 8) columns of x_out and counts
-// itself.
-// Workgroups [groups1, groups1 + groups2) do phase 2: they poll the phase-1 count until
-// every phase-1 group has counted itself. Vulkan promises nothing about workgroups running
-// at the same time, so the poll is bounded: a workgroup that gives up computes x_out
-// itself, the same sums in the same order, into shared memory (x_in is never written by
-// the dispatch). No workgroup ever depends on another making progress; on a GPU that runs
-// the dispatch's workgroups together the poll ends when phase 1 does. Flag 32 (tests)
-// makes every phase-2 workgroup compute x_out itself.
-//
-// The hand-off, by the rules of the Vulkan memory model (its appendix: they bind every
-// shader; x_out is coherent, which that appendix maps to an availability operation after
-// each store and a visibility operation before each load, for the whole queue family, so
-// for every invocation of the dispatch):
-//   phase 1: a workgroup control barrier with buffer acquire-release puts every
-//     invocation's x_out store before invocation 0's increment of the count, a release at
-//     device scope.
-//   phase 2: invocation 0 polls the count with relaxed loads; once it has read the full
-//     count, an acquire fence at device scope synchronizes with every phase-1 release (the
-//     increments are read-modify-writes, so the last one continues each earlier one's
-//     release sequence); a workgroup control barrier with buffer acquire-release puts
-//     the other invocations' x_out loads after that fence.
-// (The shader does not declare the model itself, #pragma use_vulkan_memory_model: lavapipe
-// then ran the variant for rows past 768 wrongly; docs/PERFORMANCE.md.)
-// Every workgroup counts itself once more when done (with whether it consumed x_out or
-// computed it itself in the high half); the last of all adds the dispatch's two counts to
-// the report words and resets both counters to 0 for the next dispatch (no workgroup is
-// still polling then). The words, from ow + kCounters - 4: the phase-1 count, the done
-// count, then the report (second-phase workgroups that consumed phase 1's x_out; that
-// computed it themselves), which only the host resets (VulkanBackend::take_chain_counts);
-// apart from the per-row counters other kernels keep at the work buffer's start.
+// with the same sums in the same order as those two kernels: the same bits. Workgroups
+// [0, groups1) do phase 1, the others phase 2; how phase 2 waits for phase 1 (or computes
+// x_out itself) is chain_sync.glsl.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_memory_scope_semantics : require
 #include "common.glsl"
-#include "reduce.glsl"
 #include "gelu.glsl"
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) readonly buffer A1 { float a1[]; };
@@ -71,102 +40,21 @@ const uint kRowMax = 2048u, kLnSlots = 8u;
 #endif
 const uint kPairs = 128u;
 const uint kUnroll = 8u;
-const uint kPolls = 16384u;  // ~ms on a GPU, below lavapipe's 65535 iterations a loop
-const uint kFlagSolo = 32u, kFlagNarrow = 64u;
-const uint kCounters = 16384u;  // VulkanBackend's kWorkCounters
-shared float xs[kRowMax];
-shared uint flag;
+const uint kFlagNarrow = 64u;
 shared float p16[kPairs][16];  // column_sum16: [pair][column] of a workgroup's 16 columns
 shared float p16b[32][16];
 shared float p16c[8][16];
-
-const uint kPhase1Done = kCounters - 4u, kAllDone = kCounters - 3u;  // offsets from ow
-const uint kConsumed = kCounters - 2u, kRecomputed = kCounters - 1u;
-const uint kRecomputedOne = 65536u;  // a done count's high half: workgroups that recomputed
-
-// t == 0: polls the phase-1 count until every phase-1 workgroup is in it (at most kPolls
-// reads; none with flag 32); every invocation: whether it came. Relaxed atomic loads reach
-// L2 (a poll by atomic add would contend with the adds it waits for, and spirv-opt deletes
-// a loop of volatile loads); one acquire fence after the load that saw the full count.
-bool wait_for_phase1() {
-  const uint t = gl_LocalInvocationID.x;
-  if (t == 0u) {
-    uint done = 0u;
-    if ((p.flags2 & kFlagSolo) == 0u)
-      for (uint k = 0u; k < kPolls; ++k) {
-        done = atomicLoad(w[p.ow + kPhase1Done], gl_ScopeDevice, gl_StorageSemanticsBuffer,
-                          gl_SemanticsRelaxed);
-        if (done >= p.groups1) break;
-      }
-    if (done >= p.groups1)
-      memoryBarrier(gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsAcquire);
-    flag = done >= p.groups1 ? 1u : 0u;
-  }
-  // Invocation 0's acquire, then every invocation's x_out loads; flag (shared) with them.
-  controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup,
-                 gl_StorageSemanticsBuffer | gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
-  return flag != 0u;
-}
-
-// Counts this workgroup as done (recomputed: a phase-2 workgroup that computed x_out
-// itself); the last of the dispatch reports the counts and resets the counters. Relaxed:
-// the counts are read-modify-writes, exact in any order, and no data passes through them
-// (at worst a poller could read the reset 0, keep polling and recompute x_out itself:
-// still the right result, and counted as recomputed).
-void finish(bool recomputed) {
-  barrier();
-  if (gl_LocalInvocationID.x != 0u) return;
-  const uint mine = recomputed ? kRecomputedOne + 1u : 1u;
-  const uint before = atomicAdd(w[p.ow + kAllDone], mine, gl_ScopeDevice,
-                                gl_StorageSemanticsBuffer, gl_SemanticsRelaxed);
-  if ((before & 0xFFFFu) != p.groups1 + p.groups2 - 1u) return;
-  const uint redone = (before + mine) >> 16u;
-  atomicAdd(w[p.ow + kConsumed], p.groups2 - redone, gl_ScopeDevice, gl_StorageSemanticsBuffer,
-            gl_SemanticsRelaxed);
-  atomicAdd(w[p.ow + kRecomputed], redone, gl_ScopeDevice, gl_StorageSemanticsBuffer,
-            gl_SemanticsRelaxed);
-  atomicStore(w[p.ow + kPhase1Done], 0u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
-              gl_SemanticsRelaxed);
-  atomicStore(w[p.ow + kAllDone], 0u, gl_ScopeDevice, gl_StorageSemanticsBuffer,
-              gl_SemanticsRelaxed);
-}
-
-// xs = layernorm(x_out) with x_out read from the buffer (ready) or from xs, where the
-// caller computed it: layernorm.comp's sums in its order (j = t, t + 256, ...).
-void normalize_into_xs(bool ready, uint t) {
-  const uint K = p.N1;
-  float xv[kLnSlots], gv[kLnSlots], be[kLnSlots];
-  [[unroll]] for (uint u = 0u; u < kLnSlots; ++u) {
-    const uint j = t + 256u * u;
-    xv[u] = j < K ? (ready ? x_out[p.oxout + j] : xs[j]) : 0.0;
-    gv[u] = j < K ? gamma[p.ogamma + j] : 0.0;
-    be[u] = j < K ? beta[p.obeta + j] : 0.0;
-  }
-  float s = 0.0;
-  [[unroll]] for (uint u = 0u; u < kLnSlots; ++u)
-    if (t + 256u * u < K) s += xv[u];
-  const float mean = wg_sum(s) / float(K);  // wg_sum's barriers order the xs reads above
-  float q2 = 0.0;
-  [[unroll]] for (uint u = 0u; u < kLnSlots; ++u) {
-    const float d = xv[u] - mean;
-    if (t + 256u * u < K) q2 += d * d;
-  }
-  const float rstd = 1.0 / sqrt(wg_sum(q2) / float(K) + p.eps);
-  [[unroll]] for (uint u = 0u; u < kLnSlots; ++u)
-    if (t + 256u * u < K) xs[t + 256u * u] = (xv[u] - mean) * rstd * gv[u] + be[u];
-  barrier();
-}
+#include "chain_sync.glsl"
 
 // Both phases: a workgroup owns 16 columns; invocation (q, h) (pair q = t / 2, h = t % 2)
 // takes columns n0 + 8h .. n0 + 8h + 7 (two vec4 loads a row) of rows q, q + 128, ... Per
 // column that is gemv_n's and gemv_n_ln's mapping (their 8-column groups: the same rows,
 // added in the same order by pair q), and column_sum16 adds the pairs' sums in their order:
 // the same bits. 16 columns, not 8: half the workgroups, so that all of a dispatch's fit on
-// the GPU at once (on the H200, at ~106 registers an invocation, 2 workgroups per SM)
-// although phase 2 holds its rows of W2 in registers: with CHAIN_PRELOAD_W2 all of them (at most 6), loaded
-// before the poll. They arrive while phase 1 runs, and the product after the layernorm
-// waits on no memory (on the H200 that wait was ~2.3 us of a chain's ~12; the layernorm to
-// the end took 0.4 us once the rows were loaded ahead).
+// a GPU at once although phase 2 holds its rows of W2 in registers: with CHAIN_PRELOAD_W2
+// all of them (at most 6), loaded before the poll. They arrive while phase 1 runs, and the
+// product after the layernorm waits on no memory (the H200's figures: docs/PERFORMANCE.md,
+// "Measurements that shaped the kernels").
 
 // Row ku's two vec4 of columns n .. n + 7 (zeros past N1 and N2; N2 % 4 == 0).
 void load_w2_row(uint n, uint ku, out vec4 lo, out vec4 hi) {
@@ -239,8 +127,8 @@ float phase1(uint n0, uint t, uint q, uint h, out bool mine, out uint col) {
 // xs = x_out computed here (a phase-2 workgroup that gave up waiting): phase 1 for all of N1,
 // one row at a time (few registers: the workgroup holds its rows of W2 meanwhile), the same
 // sums in the same order. W1's loads are written out here and in phase1() rather than
-// shared through a row loader like load_w2_row: that one made the chains ~5% slower on the
-// H200 (docs/PERFORMANCE.md, "Measurements that shaped the kernels").
+// shared through a row loader like load_w2_row, which made the chains slower on the H200
+// (docs/PERFORMANCE.md, "Measurements that shaped the kernels").
 void x_out_into_xs(uint t, uint q, uint h) {
   for (uint n0 = 0u; n0 < p.N1; n0 += 16u) {
     const uint n = n0 + 8u * h, base4 = (p.ob1 + n) / 4u, ldb4 = p.N1 / 4u;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/vulkan/tests/vulkan_test_util.h"
+#include "backend/vulkan/vulkan_backend.h"
 #include "forge/forge.h"
 #include "forge/quantize.h"
 #include "io/half.h"
@@ -32,6 +33,16 @@ std::vector<float> varied_rows(int64_t rows, int64_t K) {
         std::ldexp(1.0f + 0.00731f * static_cast<float>(r), static_cast<int>(r % 23) - 11);
     for (int64_t k = 0; k < K; ++k)
       v[static_cast<size_t>(r * K + k)] = s * std::sin(0.61f * static_cast<float>(k * 7 + r));
+  }
+  return v;
+}
+
+// n values of one scale that do not repeat along a row: scale * sin(0.37 i + i / 97).
+std::vector<float> waves(int64_t n, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float x = static_cast<float>(i);
+    v[i] = scale * std::sin(0.37f * x + x / 97.0f);
   }
   return v;
 }
@@ -146,6 +157,70 @@ TEST_F(Vulkan, SixteenBitWeightsOfOddWidthAndInWindowsMatchFloat64) {
       EXPECT_EQ(embedding(ids.to(dev_), w.to(dev_)).to_vector<float>(),
                 embedding(ids, w).to_vector<float>())
           << dtype_name(t);
+    }
+  }
+}
+
+// matmul_add_layernorm_matmul of one row with f16 / bf16 weights ([out, in], used
+// transposed): one dispatch (gemv_chain_w16) where the chain runs, equal to the three
+// dispatches it replaces (gemv_w16 accumulating, layernorm, gemv_w16) within f32 rounding
+// (the products add their terms in another order; the H200 also contracts them into FMAs
+// differently), whether the second phase waits for the first or computes it itself; x is
+// only read. Shapes: a decode seam's, and rows of W1 longer than one step of loads (K1 >
+// 2048) with N1 past 1024 and a partial last workgroup of columns.
+TEST_F(Vulkan, SixteenBitSeamOfOneRowIsOneDispatch) {
+  vk::Context& ctx = context_of(dev_);
+  auto& vb = dynamic_cast<vk::VulkanBackend&>(backend_for(dev_));
+  const bool fits = ctx.max_bindings() >= vk::kGemvChainBindings;
+  struct Shape {
+    int64_t N1, K1, N2;
+  };
+  (void)vb.take_chain_counts();
+  for (const Shape sh : {Shape{96, 200, 72}, Shape{1040, 2056, 20}}) {
+    const int64_t N1 = sh.N1, K1 = sh.K1, N2 = sh.N2;
+    const Tensor a = Tensor::from_vector(ramp(K1), {1, K1}, dev_);
+    const Tensor b1 = Tensor::from_vector(ramp(N1), {N1}, dev_);
+    const Tensor g = Tensor::from_vector(ramp(N1), {N1}, dev_);
+    const Tensor be = Tensor::from_vector(ramp(N1, 0.02f), {N1}, dev_);
+    const Tensor b2 = Tensor::from_vector(ramp(N2), {N2}, dev_);
+    const Tensor x = Tensor::from_vector(ramp(N1, 0.05f), {1, N1}, dev_);
+    for (DType t : {DType::F16, DType::BF16}) {
+      // Weights of one scale (not varied_rows': sums that cancel would need bounds per term).
+      const Tensor w1 =
+          convert_weights(Tensor::from_vector(waves(N1 * K1, 0.05f), {N1, K1}), t).to(dev_);
+      const Tensor w2 =
+          convert_weights(Tensor::from_vector(waves(N2 * N1, 0.05f), {N2, N1}), t).to(dev_);
+      for (const char* mode : {"1", "solo"}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + ", mode " + mode + ", N1 " + std::to_string(N1));
+        const ScopedSetting chain(dev_, "chain", mode);
+        backend_for(dev_).synchronize();
+        const uint64_t before = ctx.stats().dispatches;
+        const ResidualProduct fused = matmul_add_layernorm_matmul(
+            x, a, w1, b1, g, be, 1e-5f, w2, {.trans_b = true, .gelu = true}, b2, {.trans_b = true});
+        const uint64_t dispatches = ctx.stats().dispatches - before;
+        Tensor xt = x.clone();
+        matmul_add_(xt, a, w1, {.trans_b = true}, b1);
+        const Tensor two =
+            matmul(layernorm(xt, g, be, 1e-5f), w2, {.trans_b = true, .gelu = true}, b2);
+        if (fits) {
+          EXPECT_EQ(dispatches, 1u);
+        }
+        // Within 1e-5 of the largest output (each sums at most 2056 terms of one sign pattern).
+        for (const auto& [got, want] : {std::pair{fused.out, two}, std::pair{fused.x, xt}}) {
+          const std::vector<float> w = want.to_vector<float>();
+          float scale = 0.0f;
+          for (float v : w) scale = std::max(scale, std::fabs(v));
+          expect_near(got.to_vector<float>(), w, 1e-5 * scale, "fused vs separate");
+        }
+        EXPECT_EQ(x.to_vector<float>(), ramp(N1, 0.05f));
+        const vk::ChainCounts c = vb.take_chain_counts();
+        EXPECT_EQ(c.consumed + c.recomputed, fits ? static_cast<uint64_t>((N2 + 15) / 16) : 0u);
+        if (std::string(mode) == "solo") {
+          EXPECT_EQ(c.consumed, 0u);
+        } else if (ctx.discrete()) {
+          EXPECT_EQ(c.recomputed, 0u) << "a workgroup gave up waiting";
+        }
+      }
     }
   }
 }
