@@ -92,6 +92,28 @@ struct Kernels {
                       const float* bias);
 };
 
+/// A micro-kernel of one instruction set: the C tile of `rows` (its template argument, 1..MR)
+/// x cols (<= NR) as Kernels::macro describes it, from packed panels of depth kc.
+using MicroFn = void (*)(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc,
+                         int64_t cols, float alpha, const float* bias, bool accumulate);
+
+/// Kernels::macro for an MR x NR kernel set, shared by every instruction set: B's micro-panel
+/// outer, so that it stays in L1 while A's micro-panels stream from L2; micro[rows] computes
+/// each tile (rows = 1..MR; micro[0] unused).
+template <int MR, int NR>
+inline void macro_tiles(const MicroFn (&micro)[MR + 1], int64_t mc, int64_t nc, int64_t kc,
+                        const float* pa, const float* pb, float* c, int64_t ldc, float alpha,
+                        const float* bias, bool accumulate) {
+  for (int64_t j = 0; j < nc; j += NR) {
+    const int64_t cols = nc - j < NR ? nc - j : NR;
+    for (int64_t i = 0; i < mc; i += MR) {
+      const int rows = static_cast<int>(mc - i < MR ? mc - i : MR);
+      micro[rows](kc, pa + i * kc, pb + j * kc, c + i * ldc + j, ldc, cols, alpha,
+                  bias ? bias + j : nullptr, accumulate);
+    }
+  }
+}
+
 /// dst[0:n] = src[0:n] widened to f32 (t: f16 or bf16), exactly; vectorized where the CPU
 /// can (F16C).
 void widen(BType t, const uint16_t* src, int64_t n, float* dst);

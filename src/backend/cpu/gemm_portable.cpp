@@ -80,20 +80,11 @@ void micro(int64_t kc, const float* pa, const float* pb, float* c, int64_t ldc, 
   }
 }
 
-using MicroFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, float,
-                         const float*, bool);
 constexpr MicroFn kMicro[kMR + 1] = {nullptr, micro<1>, micro<2>, micro<3>, micro<4>};
 
 void macro(int64_t mc, int64_t nc, int64_t kc, const float* pa, const float* pb, float* c,
            int64_t ldc, float alpha, const float* bias, bool accumulate) {
-  for (int64_t j = 0; j < nc; j += kNR) {
-    const int64_t cols = std::min<int64_t>(kNR, nc - j);
-    for (int64_t i = 0; i < mc; i += kMR) {
-      const int rows = static_cast<int>(std::min<int64_t>(kMR, mc - i));
-      kMicro[rows](kc, pa + i * kc, pb + j * kc, c + i * ldc + j, ldc, cols, alpha,
-                   bias ? bias + j : nullptr, accumulate);
-    }
-  }
+  macro_tiles<kMR, kNR>(kMicro, mc, nc, kc, pa, pb, c, ldc, alpha, bias, accumulate);
 }
 
 // Columns per accumulator chunk of rows_n: m rows of it stay in L1 while B rows stream by.
