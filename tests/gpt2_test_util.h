@@ -1,6 +1,7 @@
-// What the GPT-2 test files share (test_gpt2.cpp, test_gpt2_inputs.cpp): an error check by
-// kind, function prefix and message, scratch folders (removed when the tests end, by the
-// environment test_gpt2.cpp registers), token ids, and a small odd-sized config.
+// What the GPT-2 test files share (test_gpt2.cpp, test_gpt2_inputs.cpp,
+// test_gpt2_self_consistency.cpp): an error check by kind, function prefix and message,
+// scratch folders (removed when the tests end, by the environment test_gpt2.cpp registers),
+// token ids, and a small odd-sized config.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -72,6 +73,22 @@ inline gpt2::Config odd_config() {
   c.vocab_size = 203;
   c.bos_id = c.eos_id = 0;
   return c;
+}
+
+/// Rows of token ids (all of one length) as a U32 tensor [rows, length].
+inline Tensor ids_tensor(const std::vector<std::vector<uint32_t>>& rows) {
+  std::vector<uint32_t> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  return Tensor::from_vector(
+      flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+}
+
+/// The index of the largest of x[0:n] (the first of equals).
+inline uint32_t argmax(const float* x, int64_t n) {
+  uint32_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = static_cast<uint32_t>(i);
+  return best;
 }
 
 }  // namespace forge::test::gpt2_tests
