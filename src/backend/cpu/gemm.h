@@ -114,6 +114,21 @@ inline void macro_tiles(const MicroFn (&micro)[MR + 1], int64_t mc, int64_t nc, 
   }
 }
 
+/// The streaming kernels ask for the rows of b they read next themselves: a row is only a few
+/// KiB (GPT-2: 1.5-12 KiB), too short a stream for the hardware prefetchers to reach DRAM's
+/// bandwidth (docs/PERFORMANCE.md, "Measurements that shaped the kernels"). rows_t walks kRB
+/// rows of b [N, K] together along k: at each cache line of k, the line at k of each of the
+/// kRB rows 2 x kRB rows ahead goes into L2 (prefetcht1). rows_n folds kKU rows of b [K, N]
+/// at a time and prefetches the rows 2 x kKU ahead the same way.
+template <int kRB, class T>
+inline void prefetch_next_rows(const T* rows, int64_t ldb, int64_t k) {
+  constexpr int64_t kLine = 64 / sizeof(T);  // values per cache line
+  if (k % kLine != 0) return;
+  const T* next = rows + 2 * kRB * ldb + k;
+#pragma GCC unroll 8
+  for (int q = 0; q < kRB; ++q) __builtin_prefetch(next + q * ldb, 0, 2);
+}
+
 /// dst[0:n] = src[0:n] widened to f32 (t: f16 or bf16), exactly; vectorized where the CPU
 /// can (F16C).
 void widen(BType t, const uint16_t* src, int64_t n, float* dst);

@@ -174,7 +174,10 @@ inline void fold_rows(float (&acc)[kM][kAccCols<kM>], const float* a, int64_t ld
     const int64_t n = w - o;
     __m256 x[kKU];
 #pragma GCC unroll 4
-    for (int i = 0; i < kKU; ++i) x[i] = load_n(bk + i * ldb + o, n);
+    for (int i = 0; i < kKU; ++i) {
+      if (o % 16 == 0) __builtin_prefetch(bk + (2 * kKU + i) * ldb + o, 0, 2);  // see gemm.h
+      x[i] = load_n(bk + i * ldb + o, n);
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < kM; ++r) {
       __m256 s = _mm256_load_ps(acc[r] + o);
@@ -257,7 +260,10 @@ void dots(int64_t K, const float* a, int64_t lda, const float* bj, int64_t ldb, 
 #pragma GCC unroll 8
     for (int q = 0; q < kRB; ++q) acc[r][q] = _mm256_setzero_ps();
   int64_t k = 0;
-  for (; k + 8 <= K; k += 8) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, 8);
+  for (; k + 8 <= K; k += 8) {
+    prefetch_next_rows<kRB>(bj, ldb, k);
+    dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, 8);
+  }
   if (k < K) dot_step<kM, kRB>(acc, a, lda, bj, ldb, k, K - k);
 #pragma GCC unroll 8
   for (int r = 0; r < kM; ++r)

@@ -195,7 +195,10 @@ inline void fold_rows(float (&acc)[kM][kAccCols<kM>], const float* a, int64_t ld
     const __mmask16 m = lanes(w - o);
     __m512 x[kKU];
 #pragma GCC unroll 4
-    for (int i = 0; i < kKU; ++i) x[i] = _mm512_maskz_loadu_ps(m, bk + i * ldb + o);
+    for (int i = 0; i < kKU; ++i) {
+      __builtin_prefetch(bk + (2 * kKU + i) * ldb + o, 0, 2);  // see gemm.h
+      x[i] = _mm512_maskz_loadu_ps(m, bk + i * ldb + o);
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < kM; ++r) {
       __m512 s = _mm512_load_ps(acc[r] + o);
@@ -302,7 +305,10 @@ void dots(int64_t K, const float* a, int64_t lda, const typename L::T* bj, int64
 #pragma GCC unroll 8
     for (int q = 0; q < kRB; ++q) acc[r][q] = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 16 <= K; k += 16) dot_step<L, kM, kRB>(acc, a, lda, bj, ldb, k, 0xFFFF);
+  for (; k + 16 <= K; k += 16) {
+    prefetch_next_rows<kRB>(bj, ldb, k);
+    dot_step<L, kM, kRB>(acc, a, lda, bj, ldb, k, 0xFFFF);
+  }
   if (k < K) dot_step<L, kM, kRB>(acc, a, lda, bj, ldb, k, lanes(K - k));
 #pragma GCC unroll 8
   for (int r = 0; r < kM; ++r)
