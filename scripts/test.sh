@@ -63,10 +63,13 @@ if [[ "${FORGE_SKIP_ASAN:-0}" != 1 ]]; then
   supp="$(cd "$build_asan" && pwd)/lsan.supp"
   : > "$supp"
   for f in src/backend/*/lsan.supp; do [[ -f "$f" ]] && cat "$f" >> "$supp"; done
+  # QuantizeQuality trains a model for 150 steps to measure held-out losses (numbers the
+  # release pass checks): under ASan it alone took 5 of the pass's 11 minutes, and the same
+  # code paths (training, quantizing, GGUF files) run under ASan in the other tests.
   ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:print_stacktrace=1:abort_on_error=0:detect_stack_use_after_return=1" \
   LSAN_OPTIONS="suppressions=$supp:print_suppressions=0" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    ctest --test-dir "$build_asan" --output-on-failure -j2
+    ctest --test-dir "$build_asan" --output-on-failure -j2 -E '^QuantizeQuality\.'
 fi
 
 if [[ "${FORGE_SKIP_TSAN:-0}" != 1 ]]; then
