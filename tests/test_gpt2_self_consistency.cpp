@@ -15,7 +15,6 @@ using namespace forge;
 using namespace forge::gpt2;
 using namespace forge::test::gpt2_tests;
 
-
 namespace {
 /// Random init has tiny weights (std 0.02), which would make every comparison easy to
 /// pass; scale all weights up so that logits and attention patterns are O(1).
