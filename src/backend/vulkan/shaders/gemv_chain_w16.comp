@@ -47,17 +47,10 @@ const uint kAMax = 4096u;  // the longest row of a (K1): a is staged in shared m
 shared float part[kCols][kLanes + 1u];  // [group][lane]: the partials of a group's column
 shared vec4 as4[kAMax / 4u];             // a's row, staged once by the whole workgroup
 #include "chain_sync.glsl"
+#include "widen16.glsl"
 
-// 8 weights of one 16-byte load, widened (gemv_w16's widen8).
-void widen8(uvec4 q, out vec4 lo, out vec4 hi) {
-  if ((p.flags2 & kFlagBf16) != 0u) {
-    lo = uintBitsToFloat(uvec4(q.x << 16u, q.x & 0xFFFF0000u, q.y << 16u, q.y & 0xFFFF0000u));
-    hi = uintBitsToFloat(uvec4(q.z << 16u, q.z & 0xFFFF0000u, q.w << 16u, q.w & 0xFFFF0000u));
-  } else {
-    lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
-    hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
-  }
-}
+// This dispatch's weights' dtype (flag 2: bf16, else f16).
+bool bf16() { return (p.flags2 & kFlagBf16) != 0u; }
 
 // The sum of the 16 partials of group g (every invocation calls it; barriers): a fixed tree.
 float group_sum(float v, uint g, uint lx) {
@@ -98,7 +91,7 @@ float phase1_partial(uint n, uint lx, uvec4 wv[kSteps]) {
       const uint j = j0 + kLanes * u;
       if (j < K8) {
         vec4 lo, hi;
-        widen8(wv[u], lo, hi);
+        widen8(wv[u], bf16(), lo, hi);
         acc4 += as4[2u * j] * lo + as4[2u * j + 1u] * hi;
       }
     }
@@ -118,7 +111,7 @@ void x_out_into_xs(uint t, uint g, uint lx) {
     vec4 acc4 = vec4(0.0);
     for (uint j = lx; j < K8; j += kLanes) {
       vec4 lo, hi;
-      widen8(n < p.N1 ? w1v[row + j] : uvec4(0u), lo, hi);
+      widen8(n < p.N1 ? w1v[row + j] : uvec4(0u), bf16(), lo, hi);
       acc4 += as4[2u * j] * lo + as4[2u * j + 1u] * hi;
     }
     const float s = group_sum((acc4.x + acc4.y) + (acc4.z + acc4.w), g, lx);
@@ -136,7 +129,7 @@ float phase2_partial(uint n, uint lx, uvec4 pre[kPre]) {
     const uint j = lx + kLanes * u;
     if (j < K8) {
       vec4 lo, hi;
-      widen8(pre[u], lo, hi);
+      widen8(pre[u], bf16(), lo, hi);
       const uint k = 8u * j;
       acc4 += vec4(xs[k], xs[k + 1u], xs[k + 2u], xs[k + 3u]) * lo +
               vec4(xs[k + 4u], xs[k + 5u], xs[k + 6u], xs[k + 7u]) * hi;
@@ -144,7 +137,7 @@ float phase2_partial(uint n, uint lx, uvec4 pre[kPre]) {
   }
   for (uint j = lx + kLanes * kPre; j < K8; j += kLanes) {
     vec4 lo, hi;
-    widen8(n < p.N2 ? w2v[row + j] : uvec4(0u), lo, hi);
+    widen8(n < p.N2 ? w2v[row + j] : uvec4(0u), bf16(), lo, hi);
     const uint k = 8u * j;
     acc4 += vec4(xs[k], xs[k + 1u], xs[k + 2u], xs[k + 3u]) * lo +
             vec4(xs[k + 4u], xs[k + 5u], xs[k + 6u], xs[k + 7u]) * hi;

@@ -19,21 +19,11 @@ layout(std430, binding = 2) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 3) buffer O { float o[]; };  // read too with accumulate
 #include "weight_matmul.glsl"
 #include "weights.glsl"
+#include "widen16.glsl"
 
 const uint kSteps = 8u;  // 16-byte loads in flight per invocation (per row)
 
 shared float part[8][33];
-
-// 8 weights of one 16-byte load, widened.
-void widen8(uvec4 q, bool bf16, out vec4 lo, out vec4 hi) {
-  if (bf16) {
-    lo = uintBitsToFloat(uvec4(q.x << 16u, q.x & 0xFFFF0000u, q.y << 16u, q.y & 0xFFFF0000u));
-    hi = uintBitsToFloat(uvec4(q.z << 16u, q.z & 0xFFFF0000u, q.w << 16u, q.w & 0xFFFF0000u));
-  } else {
-    lo = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
-    hi = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
-  }
-}
 
 void main() {
   const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
