@@ -76,12 +76,6 @@ void VulkanBackend::register_weight_kernels() {
 
 namespace {
 
-// A weight bound whole from its first byte (16-byte aligned where the chain takes it).
-Arg weight_arg(const Tensor& w) {
-  return {&storage_of(w), static_cast<size_t>(w.byte_offset()), static_cast<size_t>(w.nbytes()),
-          false};
-}
-
 // gemv_chain_w16's longest row of a (its shared copy, kAMax).
 constexpr int64_t kChainMaxK1 = 4096;
 
@@ -123,13 +117,16 @@ void VulkanBackend::weight_chain(const OpCall& c) {
   const int64_t N1 = x.dim(1), K1 = a.dim(1), N2 = o.dim(-1);
   const uint64_t groups1 = chain_groups(N1), groups2 = chain_groups(N2);
   const ChainMode mode = chain_mode(ctx_->discrete());
+  // The weights bound whole (takes_weight_chain: 16-byte aligned, so no `extra` byte).
+  const Arg w1_arg = weight_rows(w1, 0, N1, dtype_bytes(w1.dtype(), K1)).arg;
+  const Arg w2_arg = weight_rows(w2, 0, N2, dtype_bytes(w2.dtype(), N1)).arg;
   // Without b2, binding 6 is a again (never read: flags2 has no bias).
   const uint32_t flags2 = (w1.dtype() == DType::BF16 ? kVariant : 0u) |
                           (b2.defined() ? kBias : 0u) | (spec2.gelu ? kEpilogueGelu : 0u) |
                           (mode == ChainMode::never_wait ? 32u : 0u);
   ctx_->dispatch("gemv_chain_w16",
-                 {in(a), weight_arg(w1), in(b1), in(x), out(x_new), weight_arg(w2),
-                  b2.defined() ? in(b2) : in(a), out(o), in(gamma), in(beta), whole(*work_, true)},
+                 {in(a), w1_arg, in(b1), in(x), out(x_new), w2_arg, b2.defined() ? in(b2) : in(a),
+                  out(o), in(gamma), in(beta), whole(*work_, true)},
                  {u(N1), u(K1), u(N2), flags2, f(c.attrs.eps), static_cast<uint32_t>(groups1),
                   static_cast<uint32_t>(groups2)},
                  static_cast<uint32_t>(groups1 + groups2), 1, 1);
