@@ -177,19 +177,15 @@ TEST_P(DeviceE2E, BatchedDecodeMatchesTheCpuDecodingAlone) {
   check_batch_decode(golden_model(GetParam()), golden_model(Device::cpu()), 1e-3);
 }
 
-// GPT-2 with its 2-D weights in each weight dtype (a random model of width 64, whole q8_0
-// blocks): a prefill and 16 decode steps fed the CPU's greedy tokens give the CPU's logits
+// GPT-2 with its 2-D weights in each weight dtype (the random "tiny" model, width 64: whole
+// q8_0 blocks): a prefill and 16 decode steps fed the CPU's greedy tokens give the CPU's logits
 // in that dtype, within 1e-4 of their spread for 16-bit weights (the f32 sums in another
 // order) and 2e-3 for blocks (an activation a rounding step away from the CPU's may round
 // to the next int8). On a GPU that runs decode seams in one dispatch this is that kernel.
 TEST_P(DeviceE2E, Gpt2InEveryWeightDtypeDecodesAsTheCpu) {
   const Device dev = GetParam();
-  gpt2::Config c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 64;
-  c.n_ctx = 64;
-  c.vocab_size = 1000;
+  gpt2::Config c = gpt2::Config::preset("tiny");
+  c.vocab_size = 1000;  // kPrompt's ids
   c.bos_id = c.eos_id = 999;
   const gpt2::Model cpu32 = gpt2::Model::random(c, 11);
   const gpt2::Model dev32 = gpt2::Model::random(c, 11, dev);
