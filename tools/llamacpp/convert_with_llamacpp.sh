@@ -2,9 +2,9 @@
 # A GGUF file written by llama.cpp's own converter, for forge's tests to read: the HF golden
 # model tests/data/golden/f16_50257 (made by HF transformers) with GPT-2's tokenizer files,
 # through llama.cpp's convert_hf_to_gguf.py --outtype q8_0, into
-# OUT_DIR/f16_50257.q8_0.gguf, meant as the fixture tests/data/llamacpp/ of a test that reads
-# it (its tensors against forge's own q8_0 bytes, its logits against HF's golden ones; not
-# made yet: docs/PERFORMANCE.md, session 17).
+# OUT_DIR/f16_50257.q8_0.gguf: the committed fixture tests/data/llamacpp/f16_50257.q8_0.gguf,
+# which tests/test_llamacpp_converter_file.cpp reads (its tensors against forge's own q8_0
+# bytes, its logits against HF's golden ones).
 #   tools/llamacpp/convert_with_llamacpp.sh LLAMA_CPP_SOURCE OUT_DIR
 # LLAMA_CPP_SOURCE: llama.cpp's source as node-llama-cpp ships it, a git bundle:
 #   git clone tools/llamacpp/node_modules/node-llama-cpp/llama/gitRelease.bundle SRC
