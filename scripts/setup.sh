@@ -12,10 +12,10 @@ PACKAGES=(
   python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
   clang-format
 )
-# Each backend's own packages: src/backend/<name>/packages.txt (names separated by spaces or
-# lines; # starts a comment).
+# Each backend's own packages: src/backend/<name>/packages.txt, and the wasm build's and
+# browser tests': web/packages.txt (names separated by spaces or lines; # starts a comment).
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-for list in "$repo"/src/backend/*/packages.txt; do
+for list in "$repo"/src/backend/*/packages.txt "$repo"/web/packages.txt; do
   [[ -f "$list" ]] || continue
   # shellcheck disable=SC2207
   PACKAGES+=($(sed 's/#.*//' "$list"))

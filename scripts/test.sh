@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs forge's whole test suite, in three passes:
+# Sets up, builds and runs forge's whole test suite, in four passes:
 #   1. build/       Release, -Werror                         (ctest: every test)
-#   2. build-asan/  AddressSanitizer + UBSan, -Werror        (ctest: every test again)
-#   3. build-tsan/  ThreadSanitizer, CPU only, -Werror       (ctest: the thread pool, the
+#   2. build-wasm/  wasm (emscripten), -Werror               (node --test web/tests/: the wasm
+#                   build against HF's ids and tokens and the native CLI)
+#   3. build-asan/  AddressSanitizer + UBSan, -Werror        (ctest: every test again)
+#   4. build-tsan/  ThreadSanitizer, CPU only, -Werror       (ctest: the thread pool, the
 #                   GEMM and the CPU op tests, where threads share work)
 # Exits non-zero on the first failure: a compiler warning, a failing test, or any sanitizer
 # report (leaks and data races included). Usage: bash scripts/test.sh   (from anywhere; root
@@ -50,6 +52,11 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DFORGE_WERROR=ON -DFORGE_SANI
 cmake --build "$build" -j "$jobs"
 step "release tests"
 ctest --test-dir "$build" --output-on-failure -j2
+
+step "wasm build (build-wasm/: emscripten)"
+bash scripts/build_wasm.sh
+step "wasm tests (node --test web/tests/)"
+FORGE_NATIVE_BIN="$(cd "$build" && pwd)/forge" node --test web/tests/
 
 if [[ "${FORGE_SKIP_ASAN:-0}" != 1 ]]; then
   # -O2 -g: fast enough for the numeric tests, precise enough for readable stack traces.

@@ -1,8 +1,8 @@
 // GGUF metadata values (forge/gguf.h: Value, its typed accessors and factories), ggml's type
 // numbers, and the typed conversions the reader's lookups share (io/gguf_format.h).
-#include <bit>
 #include <cstring>
 #include <limits>
+#include "core/bit_cast.h"
 
 #include "forge/error.h"
 #include "forge/gguf.h"
@@ -116,8 +116,8 @@ int64_t to_i64(const Value& v, const std::string& ctx, int64_t lo, int64_t hi,
 
 double to_f64(const Value& v, const std::string& ctx) {
   const uint64_t bits = Access::bits(v);
-  if (v.type() == ValueType::F64) return std::bit_cast<double>(bits);
-  if (v.type() == ValueType::F32) return std::bit_cast<float>(static_cast<uint32_t>(bits));
+  if (v.type() == ValueType::F64) return forge::bit_cast<double>(bits);
+  if (v.type() == ValueType::F32) return forge::bit_cast<float>(static_cast<uint32_t>(bits));
   if (!v.is_integer()) wrong_type(v, ctx, "a number");
   const Wide w = widen(v.type(), bits);
   return w.negative ? static_cast<double>(w.i) : static_cast<double>(w.u);
@@ -125,7 +125,7 @@ double to_f64(const Value& v, const std::string& ctx) {
 
 float to_f32(const Value& v, const std::string& ctx) {
   if (v.type() == ValueType::F32)
-    return std::bit_cast<float>(static_cast<uint32_t>(Access::bits(v)));
+    return forge::bit_cast<float>(static_cast<uint32_t>(Access::bits(v)));
   if (v.type() == ValueType::F64) return static_cast<float>(to_f64(v, ctx));
   if (!v.is_integer()) wrong_type(v, ctx, "a number");
   const Wide w = widen(v.type(), Access::bits(v));

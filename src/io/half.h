@@ -4,8 +4,8 @@
 // the top half of an f32, so its NaNs are kept bit for bit (PyTorch does the same).
 #pragma once
 
-#include <bit>
 #include <cstdint>
+#include "core/bit_cast.h"
 
 namespace forge::io {
 
@@ -37,7 +37,7 @@ inline uint32_t bf16_to_f32_bits(uint16_t b) { return static_cast<uint32_t>(b) <
 /// overflow gives infinity, tiny values round to subnormals or zero, NaN stays NaN (quiet,
 /// sign and the payload's top bits kept).
 inline uint16_t f32_to_f16_bits(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t x = forge::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t exp = (x >> 23) & 0xffu;
   const uint32_t mant = x & 0x7fffffu;
@@ -62,12 +62,12 @@ inline uint16_t f32_to_f16_bits(float f) {
 
 /// f32 -> bf16 bits, rounded to nearest even; NaN stays NaN (quiet).
 inline uint16_t f32_to_bf16_bits(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t x = forge::bit_cast<uint32_t>(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-inline float f16_to_f32(uint16_t h) { return std::bit_cast<float>(f16_to_f32_bits(h)); }
-inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(bf16_to_f32_bits(b)); }
+inline float f16_to_f32(uint16_t h) { return forge::bit_cast<float>(f16_to_f32_bits(h)); }
+inline float bf16_to_f32(uint16_t b) { return forge::bit_cast<float>(bf16_to_f32_bits(b)); }
 
 }  // namespace forge::io

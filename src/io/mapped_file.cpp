@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "forge/error.h"
@@ -39,6 +41,25 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char
 
   std::shared_ptr<MappedFile> m(new MappedFile());  // private constructor: no make_shared
   m->size_ = static_cast<size_t>(st.st_size);
+#ifdef __EMSCRIPTEN__
+  // wasm has no file mappings (emscripten's mmap cannot place a file over a reservation):
+  // the file is read into memory, with the zero tail after it.
+  constexpr size_t kTail = 4096;
+  if (m->size_ > SIZE_MAX - 2 * kTail) fail_io(context, path, "file too large to read");
+  m->data_ =
+      static_cast<std::byte*>(std::aligned_alloc(kTail, (m->size_ + 2 * kTail) / kTail * kTail));
+  if (!m->data_) fail_io(context, path, "out of memory reading the file");
+  m->owned_ = true;
+  std::memset(m->data_ + m->size_, 0, kTail);
+  for (size_t done = 0; done < m->size_;) {
+    const ssize_t n = ::read(f.fd, m->data_ + done, std::min<size_t>(m->size_ - done, 1 << 26));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_io(context, path, std::string("cannot read: ") + std::strerror(errno));
+    if (n == 0) fail_io(context, path, "the file shrank while being read");
+    done += static_cast<size_t>(n);
+  }
+  return m;
+#else
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t file_pages = (m->size_ + page - 1) / page * page;
   // One spare page after the file: reads past the file's end land in zeroed anonymous
@@ -84,10 +105,14 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char
     }
   }
   return m;
+#endif
 }
 
 MappedFile::~MappedFile() {
-  if (data_ && map_bytes_) ::munmap(data_, map_bytes_);
+  if (owned_)
+    std::free(data_);
+  else if (data_ && map_bytes_)
+    ::munmap(data_, map_bytes_);
 }
 
 }  // namespace forge::io

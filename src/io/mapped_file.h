@@ -1,5 +1,6 @@
 // A whole file mapped into memory, private and copy-on-write: pages may be written by the
-// process (e.g. through a zero-copy tensor) but the file itself never changes.
+// process (e.g. through a zero-copy tensor) but the file itself never changes. (wasm, which
+// has no file mappings: a private copy of the file.)
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,7 @@ class MappedFile {
   std::byte* data_ = nullptr;
   size_t size_ = 0;       // file size in bytes
   size_t map_bytes_ = 0;  // length of the whole reservation (file + zero tail)
+  bool owned_ = false;    // wasm: data_ is a copy of the file (std::free), not a mapping
 };
 
 }  // namespace forge::io

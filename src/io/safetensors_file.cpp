@@ -1,7 +1,9 @@
 // SafeTensorsFile: open (map + validate) and load (zero-copy or converting).
 #include <bit>
+
 #include <cstring>
 #include <unordered_map>
+#include "core/bit_cast.h"
 
 #include "backend/cpu/thread_pool.h"
 #include "forge/error.h"
@@ -43,7 +45,7 @@ void widen16(const std::byte* src, float* dst, int64_t n) {
     for (int64_t i = lo; i < hi; ++i) {
       uint16_t h;
       std::memcpy(&h, src + 2 * i, 2);
-      dst[i] = std::bit_cast<float>(Widen(h));
+      dst[i] = forge::bit_cast<float>(Widen(h));
     }
   });
 }

@@ -156,7 +156,13 @@ void encode_plain_parallel(const Tokenizer::Impl& t, std::string_view text,
     }
   };
   {
-    std::vector<std::jthread> pool;
+    std::vector<std::thread> pool;
+    struct JoinAll {  // also when starting a thread throws
+      std::vector<std::thread>& pool;
+      ~JoinAll() {
+        for (std::thread& th : pool) th.join();
+      }
+    } join_all{pool};
     for (size_t w = 1; w < std::min(threads, n); ++w) pool.emplace_back(worker, w);
     worker(0);
   }

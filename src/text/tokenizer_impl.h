@@ -112,8 +112,8 @@ class Pretokenizer {
   Matcher* new_matcher() const;
   static void free_matcher(Matcher* m);
 
-  void* code_ = nullptr;  // pcre2_code_8*
-  bool jit_ = false;
+  [[maybe_unused]] void* code_ = nullptr;  // pcre2_code_8* (builds with PCRE2)
+  [[maybe_unused]] bool jit_ = false;
 };
 
 template <typename Fn>

@@ -13,10 +13,10 @@
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include "core/bit_cast.h"
 
 #include "backend/cpu/vec_kernels.h"
 #include "forge/ops.h"
@@ -29,7 +29,8 @@ namespace {
 /// the bitwise form vectorizes to compare + and/andnot/or.
 inline float select(bool mask, float a, float b) {
   const uint32_t k = 0u - static_cast<uint32_t>(mask);
-  return std::bit_cast<float>((k & std::bit_cast<uint32_t>(a)) | (~k & std::bit_cast<uint32_t>(b)));
+  return forge::bit_cast<float>((k & forge::bit_cast<uint32_t>(a)) |
+                                (~k & forge::bit_cast<uint32_t>(b)));
 }
 
 /// exp(x) with relative error < 2e-7 over the float range, as plain float/int arithmetic
@@ -44,7 +45,7 @@ inline float exp_fast(float x) {
   // are then the integer (no float->int conversion, which would be UB on NaN).
   constexpr float kShift = 12582912.0f;
   const float t = x * 1.44269504088896341f + kShift;
-  const uint32_t n_bits = std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(kShift);
+  const uint32_t n_bits = forge::bit_cast<uint32_t>(t) - forge::bit_cast<uint32_t>(kShift);
   const float n = t - kShift;
   // r = x - n ln2, with ln2 split in two so that n * hi is exact.
   float r = x - n * 0.693359375f;
@@ -57,7 +58,7 @@ inline float exp_fast(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
   // 2^n built in the exponent field; n is in [-126, 127] after the clamp.
-  const float scale = std::bit_cast<float>((n_bits + 127u) << 23);
+  const float scale = forge::bit_cast<float>((n_bits + 127u) << 23);
   return p * scale;
 }
 
@@ -70,11 +71,11 @@ constexpr int kLanes = 16;
 /// GCC vectorizes an integer max reduction, but not a float one (that needs
 /// -ffinite-math-only), so row_max runs on these keys.
 inline int32_t order_key(float f) {
-  const int32_t i = std::bit_cast<int32_t>(f);
+  const int32_t i = forge::bit_cast<int32_t>(f);
   return i ^ ((i >> 31) & 0x7fffffff);
 }
 inline float from_order_key(int32_t k) {
-  return std::bit_cast<float>(k ^ ((k >> 31) & 0x7fffffff));
+  return forge::bit_cast<float>(k ^ ((k >> 31) & 0x7fffffff));
 }
 
 /// max of x[0, n) (-inf for n = 0), exact.

@@ -2,9 +2,9 @@
 // words, and windows of a binding (Context::window_elements says how large).
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <string>
+#include "core/bit_cast.h"
 
 #include "backend/vulkan/context.h"
 #include "forge/error.h"
@@ -38,7 +38,7 @@ inline uint32_t u(int64_t v) {
                 "vulkan: size " + std::to_string(v) + " does not fit the kernels' 32-bit indices");
   return static_cast<uint32_t>(v);
 }
-inline uint32_t f(float v) { return std::bit_cast<uint32_t>(v); }
+inline uint32_t f(float v) { return forge::bit_cast<uint32_t>(v); }
 
 constexpr uint64_t kWidth = 256;  // invocations per workgroup of the 1-D and row shaders
 // Epilogue flags of the matmul shaders (matmul_epilogue.glsl), beside 1 trans_a, 2 trans_b,

@@ -1,6 +1,7 @@
 // GPT-2 configuration: presets, HF config.json parsing and writing, validation.
-#include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -53,6 +54,17 @@ bool read_bool(const nlohmann::json& j, const char* key, const std::string& sour
   if (!it->is_boolean())
     fail(ErrorKind::Format, source + ": \"" + key + "\" must be true or false, got " + it->dump());
   return it->get<bool>();
+}
+
+// The shortest decimal that reads back as this float ("1e-05", not 9.99999974e-06).
+std::string shortest_decimal(float v) {
+  char buf[32];
+  for (int digits = 1; digits < 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
 }
 
 }  // namespace
@@ -210,10 +222,7 @@ std::string Config::to_json() const {
   j["n_positions"] = n_ctx;
   j["n_ctx"] = n_ctx;
   j["vocab_size"] = vocab_size;
-  // The shortest decimal that reads back as this float ("1e-05", not 9.99999974e-06).
-  char buf[32];
-  const auto res = std::to_chars(buf, buf + sizeof buf, eps);
-  j["layer_norm_epsilon"] = std::stod(std::string(buf, res.ptr));
+  j["layer_norm_epsilon"] = std::stod(shortest_decimal(eps));
   j["activation_function"] = "gelu_new";
   j["n_inner"] = nullptr;
   j["initializer_range"] = 0.02;

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds forge for wasm with Debian's emscripten (the CMake preset "wasm", into build-wasm/):
+#   build-wasm/forge.js + forge.wasm   the CLI under node: node build-wasm/forge.js generate ...
+# Usage: bash scripts/build_wasm.sh   (scripts/setup.sh installs emscripten)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+command -v emcc >/dev/null 2>&1 || { echo "build_wasm: error: emcc not found (bash scripts/setup.sh installs emscripten)" >&2; exit 1; }
+# Debian's emscripten runs its JavaScript tools with node and finds their modules here.
+export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"
+cmake --preset wasm >/dev/null
+cmake --build --preset wasm -j "${FORGE_JOBS:-$(nproc)}" --target forge

@@ -1,0 +1,77 @@
+// The wasm build of the CLI (build-wasm/forge.js, under node) against independent references:
+// HF's tokenizer ids on the tokenizer golden strings, HF transformers' greedy tokens of the
+// golden models, and the native CLI's output on the same inputs.
+// Run: node --test web/tests/   (after scripts/build_wasm.sh and the native build)
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const wasmCli = join(root, 'build-wasm', 'forge.js');
+const nativeCli = process.env.FORGE_NATIVE_BIN ?? join(root, 'build', 'forge');
+const tokenizer = join(root, 'data', 'gpt2-tokenizer');
+
+for (const [what, path] of [['the wasm CLI (bash scripts/build_wasm.sh)', wasmCli],
+  ['the native CLI (cmake --build build)', nativeCli],
+  ['the tokenizer files (bash scripts/fetch_tokenizer.sh)', tokenizer]]) {
+  if (!existsSync(path)) throw new Error(`missing ${what}: ${path}`);
+}
+
+function wasm(args, input) {
+  return execFileSync(process.execPath, ['--no-experimental-fetch', wasmCli, ...args],
+    { encoding: 'utf8', maxBuffer: 1 << 26, input });
+}
+function native(args) {
+  return execFileSync(nativeCli, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
+}
+
+test('tokenizer golden strings: the wasm ids are HF\'s', () => {
+  // Every 8th string: a process per string costs 0.3 s (the scanner itself is checked against
+  // PCRE2 on all of them natively, tests/test_pretokenizer_scan.cpp).
+  const cases = JSON.parse(readFileSync(join(root, 'tests/data/tokenizer_golden.json'), 'utf8'))
+    .filter((_, i) => i % 8 === 0);
+  assert.ok(cases.length >= 50);
+  for (const { text, ids } of cases) {
+    const got = JSON.parse(wasm(['tokenize', '-m', tokenizer, '--json'], text)).ids;
+    assert.deepEqual(got, ids, `text ${JSON.stringify(text)}`);
+  }
+});
+
+test('greedy tokens of a golden model: HF\'s, and the native CLI\'s output byte for byte', () => {
+  const model = join(root, 'tests/data/golden/f16_50257');
+  const golden = JSON.parse(readFileSync(join(model, 'golden.json'), 'utf8'));
+  const cases = typeof golden.greedy === 'string' ? JSON.parse(golden.greedy.replaceAll("'", '"')) : golden.greedy;
+  assert.ok(cases.length >= 1);
+  for (const { prompt, tokens } of cases) {
+    const args = ['--threads', '1', 'generate', '-m', model, '--prompt-ids', prompt.join(','),
+      '-n', String(tokens.length), '--greedy', '--ignore-eos', '--json'];
+    const out = JSON.parse(wasm(args));
+    assert.deepEqual(out.ids, tokens, `prompt ${prompt}`);
+    assert.deepEqual(out.ids, JSON.parse(native(args)).ids);
+  }
+  // Text in, text out (tokenizer and streaming decoder too).
+  const args = ['--threads', '1', 'generate', '-m', model, '--tokenizer', tokenizer,
+    '-p', 'Hello, my dog is cute', '-n', '24', '--greedy'];
+  assert.equal(wasm(args), native(args));
+});
+
+test('a GGUF file written by llama.cpp (q8_0 weights, its own tokenizer)', () => {
+  const model = join(root, 'tests/data/llamacpp/f16_50257.q8_0.gguf');
+  const args = ['--threads', '1', 'generate', '-m', model, '--tokenizer', tokenizer, '-p', 'The quick brown fox', '-n', '16',
+    '--greedy', '--ignore-eos', '--json'];
+  const got = JSON.parse(wasm(args));
+  const want = JSON.parse(native(args));
+  assert.equal(got.ids.length, 16);
+  assert.deepEqual(got.ids, want.ids);
+  assert.equal(got.text, want.text);
+});
+
+test('bad input: the same error line and exit status 1', () => {
+  const args = ['generate', '-m', join(root, 'tests/data/tokenizer_golden.json'), '-p', 'x'];
+  for (const run of [wasm, native]) {
+    assert.throws(() => run(args), (e) => e.status === 1 && /^error: /m.test(e.stderr));
+  }
+});
