@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds forge for wasm with Debian's emscripten (the CMake preset "wasm", into build-wasm/):
 #   build-wasm/forge.js + forge.wasm   the CLI under node: node build-wasm/forge.js generate ...
+#   build-wasm/forge_web_op_tests.js   the op harness on the WebGPU backend, under node:
+#                                      node web/run_wasm_tests.mjs build-wasm/forge_web_op_tests.js
 # Usage: bash scripts/build_wasm.sh   (scripts/setup.sh installs emscripten)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -9,4 +11,4 @@ command -v emcc >/dev/null 2>&1 || { echo "build_wasm: error: emcc not found (ba
 # Debian's emscripten runs its JavaScript tools with node and finds their modules here.
 export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"
 cmake --preset wasm >/dev/null
-cmake --build --preset wasm -j "${FORGE_JOBS:-$(nproc)}" --target forge
+cmake --build --preset wasm -j "${FORGE_JOBS:-$(nproc)}" --target forge forge_web_op_tests

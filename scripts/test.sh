@@ -43,6 +43,10 @@ bash scripts/fetch_corpus.sh
 step "setup: llama.cpp (tools/llamacpp)"
 bash scripts/setup_llamacpp.sh
 
+# Dawn for Node (npm webgpu): the WebGPU backend's tests run its kernels under node.
+step "setup: WebGPU for node (web/node_modules)"
+bash scripts/setup_web.sh
+
 # setup.sh has just installed python3-torch, so a test whose PyTorch reference is missing
 # must fail here, not skip (tests/pyref.h reads CI).
 export CI=true

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#ifdef __EMSCRIPTEN__
+#include <emscripten.h>
+#endif
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
@@ -14,5 +17,10 @@ int main(int argc, char** argv) {
                  GTEST_FLAG_GET(filter).c_str());
     return 1;
   }
+#ifdef __EMSCRIPTEN__
+  // wasm with ASYNCIFY: main's stack may have been unwound and resumed, and a resumed main's
+  // return value reaches nobody; the exit status is passed on explicitly.
+  emscripten_force_exit(rc);
+#endif
   return rc;
 }

@@ -196,7 +196,8 @@ void add_matmul_add_layernorm_matmul(Cases& cs) {
     std::string variant = std::string(b1 ? "b1" : "nob1") + (b2 ? ",b2" : ",nob2");
     if (gelu) variant += ",gelu";
     // Inputs: x, a, w1, gamma, beta, w2, then b1 and b2 when given.
-    const int ib1 = 6, ib2 = b1 ? 7 : 6;
+    constexpr int ib1 = 6;
+    const int ib2 = b1 ? 7 : 6;
     const ref::MatmulDims d1{.m = R, .k = K1, .n = N1, .b_stored_rows = K1};
     const ref::MatmulDims d2{.m = R, .k = N1, .n = N2, .b_stored_rows = N1, .gelu = gelu};
     cs.add(
@@ -208,13 +209,13 @@ void add_matmul_add_layernorm_matmul(Cases& cs) {
           if (b2) in.push_back(F(r, {N2}));
           return in;
         },
-        [eps, b1, b2, gelu, ib1, ib2](const std::vector<Tensor>& t) {
+        [eps, b1, b2, gelu, ib2](const std::vector<Tensor>& t) {
           const ResidualProduct r = matmul_add_layernorm_matmul(
               t[0], t[1], t[2], b1 ? t[static_cast<size_t>(ib1)] : Tensor(), t[3], t[4], eps, t[5],
               {.gelu = gelu}, b2 ? t[static_cast<size_t>(ib2)] : Tensor());
           return Outputs{host(r.out), host(r.x)};
         },
-        [d1, d2, N1, eps, b1, b2, ib1, ib2](const Inputs& in) {
+        [d1, d2, N1, eps, b1, b2, ib2](const Inputs& in) {
           Vec mag1, mag2;
           Expected ex, eo;
           ex.value = ref::matmul_add(W(in[0]), W(in[1]), W(in[2]),

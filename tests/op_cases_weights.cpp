@@ -143,7 +143,9 @@ void add_weight_matmuls(Cases& cs) {
 
 void add_weight_embeddings(Cases& cs) {
   for (DType t : kWeightDTypes)
-    for (const auto& [V, C, n] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 7}, {300, 96, 33}}) {
+    for (const auto& vcn : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 7}, {300, 96, 33}}) {
+      // Plain variables: clang 14 (the wasm build's) cannot capture structured bindings.
+      const int64_t V = std::get<0>(vcn), C = std::get<1>(vcn), n = std::get<2>(vcn);
       cs.add(
           "embedding", dtype_name(t),
           "V=" + std::to_string(V) + ",C=" + std::to_string(C) + ",n=" + std::to_string(n),

@@ -176,8 +176,12 @@ int default_threads() {
     const long n = std::strtol(env, &end, 10);
     if (end != env && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
   }
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+  return 1;  // a wasm build without threads: the calling thread alone
+#else
   const unsigned hw = std::thread::hardware_concurrency();
   return hw ? static_cast<int>(hw) : 1;
+#endif
 }
 
 Pool& pool() {
