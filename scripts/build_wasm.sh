@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds forge for wasm with Debian's emscripten (the CMake preset "wasm", into build-wasm/):
-#   build-wasm/forge.js + forge.wasm   the CLI under node: node build-wasm/forge.js generate ...
+#   build-wasm/forge.js + forge.wasm   the CLI under node: node web/run_wasm.mjs build-wasm/forge.js ...
 #   build-wasm/forge_web_op_tests.js   the op harness on the WebGPU backend, under node:
-#                                      node web/run_wasm_tests.mjs build-wasm/forge_web_op_tests.js
+#                                      node web/run_wasm.mjs build-wasm/forge_web_op_tests.js
 # Usage: bash scripts/build_wasm.sh   (scripts/setup.sh installs emscripten)
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

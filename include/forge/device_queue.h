@@ -105,6 +105,7 @@ struct DeviceStats {
   uint64_t replays = 0;
   uint64_t allocations = 0;
   uint64_t dispatches = 0;
+  uint64_t reads = 0;  // reads of device memory by the host (each waits for queued work)
 };
 DeviceStats device_stats(Device device);
 

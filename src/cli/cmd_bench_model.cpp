@@ -156,6 +156,20 @@ TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, D
 // Decode steps from `next` (one id per row) on a throwaway cache: one step (a GPU creates
 // its pipelines there), then steps until kDecodeWarmSeconds have passed after it, starting
 // over whenever the cache is full.
+/// The device's queue per decode step over the timed steps: submits, dispatches, host reads
+/// (a greedy GPU step reads its 4-byte token, one step behind) and buffer allocations; null
+/// where the device keeps no count (the CPU) or no step ran.
+nlohmann::ordered_json step_counts(const DeviceStats& a, const DeviceStats& b, int64_t steps) {
+  if (!a.counted || steps <= 0) return nullptr;
+  const auto per = [&](uint64_t x, uint64_t y) {
+    return static_cast<double>(y - x) / static_cast<double>(steps);
+  };
+  return {{"submits", per(a.submits, b.submits)},
+          {"dispatches", per(a.dispatches, b.dispatches)},
+          {"reads", per(a.reads, b.reads)},
+          {"allocations", per(a.allocations, b.allocations)}};
+}
+
 void warm_up_decode(const gpt2::Model& model, const Tensor& next) {
   constexpr double kDecodeWarmSeconds = 0.5;
   const int64_t B = next.dim(0);
@@ -253,6 +267,7 @@ int bench_model(const ModelBenchOptions& o) {
   host_parts.reserve(static_cast<size_t>(N));
   Tensor next = N > 0 ? next_ids(logits) : Tensor();
   if (N > 0) warm_up_decode(model, next);
+  const DeviceStats stats_before = device_stats(device);
   const auto t_dec = Clock::now();
   if (B == 1 && N > 0) {
     gpt2::GreedyDecoder decoder(model, cache, next.to_vector<uint32_t>()[0], N);
@@ -271,6 +286,7 @@ int bench_model(const ModelBenchOptions& o) {
     steps.push_back(seconds_since(t0));
   }
   const double decode_s = seconds_since(t_dec);
+  const DeviceStats stats_after = device_stats(device);
   const double peak = peak_rss_bytes();
 
   const double prefill_tok_s = static_cast<double>(B * P) / prefill_s;
@@ -314,6 +330,7 @@ int bench_model(const ModelBenchOptions& o) {
         {"decode_step_ms_median", decoded ? nlohmann::ordered_json(step_ms) : nullptr},
         {"decode_step_host_ms_median", decoded ? nlohmann::ordered_json(host_ms) : nullptr},
         {"decode_step_ms_max", decoded ? nlohmann::ordered_json(step_max_ms) : nullptr},
+        {"decode_step_device", step_counts(stats_before, stats_after, decoded ? N : 0)},
         {"weights_mb", mib(weight_bytes)},
         {"kv_cache_mb", mib(kv_bytes)},
         {"peak_rss_mb", mib(peak)},

@@ -6,6 +6,9 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#ifdef __EMSCRIPTEN__
+#include <emscripten.h>
+#endif
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -29,9 +32,7 @@ bool threads_flag_given(int argc, char** argv) {
   return false;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"forge: a small deep-learning engine (GPT-2 inference and training)", "forge"};
   app.set_version_flag("--version", std::string("forge ") + forge::kVersion,
                        "Print the version and exit");
@@ -91,4 +92,17 @@ int main(int argc, char** argv) {
   } catch (...) {
     return report_error("unexpected failure of an unknown kind");
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rc = run(argc, argv);
+#ifdef __EMSCRIPTEN__
+  // wasm with ASYNCIFY: a GPU read may unwind and resume main's stack, and a resumed main's
+  // return value reaches nobody; the exit status is passed on explicitly.
+  std::fflush(stdout);
+  emscripten_force_exit(rc);
+#endif
+  return rc;
 }

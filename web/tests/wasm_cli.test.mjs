@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const wasmCli = join(root, 'build-wasm', 'forge.js');
+const runner = join(root, 'web', 'run_wasm.mjs');
+const icd = '/usr/lib/chromium/vk_swiftshader_icd.json';
 const nativeCli = process.env.FORGE_NATIVE_BIN ?? join(root, 'build', 'forge');
 const tokenizer = join(root, 'data', 'gpt2-tokenizer');
 
@@ -20,9 +22,12 @@ for (const [what, path] of [['the wasm CLI (bash scripts/build_wasm.sh)', wasmCl
   if (!existsSync(path)) throw new Error(`missing ${what}: ${path}`);
 }
 
-function wasm(args, input) {
-  return execFileSync(process.execPath, ['--no-experimental-fetch', wasmCli, ...args],
-    { encoding: 'utf8', maxBuffer: 1 << 26, input });
+// The wasm CLI; with gpu, on Chromium's SwiftShader WebGPU adapter through Dawn for Node.
+function wasm(args, input, gpu = false) {
+  const env = { ...process.env };
+  if (gpu) env.VK_ICD_FILENAMES = icd; else env.VK_ICD_FILENAMES = '/nonexistent.json';
+  return execFileSync(process.execPath, ['--no-experimental-fetch', runner, wasmCli, ...args],
+    { encoding: 'utf8', maxBuffer: 1 << 26, input, env });
 }
 function native(args) {
   return execFileSync(nativeCli, args, { encoding: 'utf8', maxBuffer: 1 << 26 });
@@ -74,4 +79,25 @@ test('bad input: the same error line and exit status 1', () => {
   for (const run of [wasm, native]) {
     assert.throws(() => run(args), (e) => e.status === 1 && /^error: /m.test(e.stderr));
   }
+});
+
+test('greedy decoding on WebGPU: the native CPU\'s tokens, with the logits never read back', () => {
+  for (const model of [join(root, 'tests/data/golden/f16_50257'),
+    join(root, 'tests/data/llamacpp/f16_50257.q8_0.gguf')]) {
+    const args = ['generate', '-m', model, '--tokenizer', tokenizer, '-p', 'The quick brown fox',
+      '-n', '20', '--greedy', '--ignore-eos', '--json'];
+    const want = JSON.parse(native(['--threads', '1', ...args]));
+    const got = JSON.parse(wasm([...args, '--device', 'webgpu'], undefined, true));
+    assert.deepEqual(got.ids, want.ids, model);
+    assert.equal(got.text, want.text);
+  }
+});
+
+test('devices: the WebGPU adapter is listed, and none without one', () => {
+  const listed = JSON.parse(wasm(['devices', '--json'], undefined, true)).devices;
+  const gpu = listed.find((d) => d.device.startsWith('webgpu'));
+  assert.ok(gpu, JSON.stringify(listed));
+  assert.match(gpu.name, /swiftshader/i);
+  const cpuOnly = JSON.parse(wasm(['devices', '--json'])).devices;
+  assert.deepEqual(cpuOnly.map((d) => d.device), ['cpu']);
 });

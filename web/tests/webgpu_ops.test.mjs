@@ -19,7 +19,7 @@ test('every forward op on WebGPU matches float64 and the CPU', () => {
     ['Dawn for Node (bash scripts/setup_web.sh)', join(root, 'web/node_modules/webgpu')]]) {
     assert.ok(existsSync(path), `missing ${what}: ${path}`);
   }
-  const r = spawnSync(process.execPath, ['--no-experimental-fetch', join(root, 'web/run_wasm_tests.mjs'),
+  const r = spawnSync(process.execPath, ['--no-experimental-fetch', join(root, 'web/run_wasm.mjs'),
     program, '--gtest_filter=AllOps/*webgpu*:BindingWindows/*webgpu*:AllDevices/*webgpu*'], {
     encoding: 'utf8', maxBuffer: 1 << 28, env: { ...process.env, VK_ICD_FILENAMES: icd }, timeout: 900e3,
   });

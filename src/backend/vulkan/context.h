@@ -202,6 +202,7 @@ class Context {
     uint64_t dispatches = 0;
     uint64_t buffer_allocations = 0;  // vkAllocateMemory calls (pool misses)
     uint64_t replays = 0;             // captured graphs queued
+    uint64_t reads = 0;               // host reads (read, read_async)
   };
   const Stats& stats() const { return stats_; }
 

@@ -206,6 +206,7 @@ void Context::read(const VkStorage& src, size_t offset, void* dst, size_t bytes)
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (capturing_) fail_capturing("a host read");
   if (bytes == 0) return;
+  ++stats_.reads;
   const Buffer& b = src.buffer();
   if (b.mapped) {
     flush();
@@ -221,6 +222,7 @@ uint64_t Context::read_async(const VkStorage& src, size_t offset, size_t bytes) 
   if (capturing_) fail_capturing("a host read");
   AsyncRead r;
   r.bytes = bytes;
+  ++stats_.reads;
   const uint32_t type = device_mapped_ ? device_type_ : staging_type_;
   if (bytes <= kSlotBytes && !spare_slots_.empty()) {
     r.slot = spare_slots_.back();

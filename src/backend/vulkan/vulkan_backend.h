@@ -66,7 +66,7 @@ class VulkanBackend final : public Backend {
   void set_profiling(bool on) override;
   DeviceStats stats() const override {
     const Context::Stats& s = ctx_->stats();
-    return {true, s.submits, s.replays, s.buffer_allocations, s.dispatches};
+    return {true, s.submits, s.replays, s.buffer_allocations, s.dispatches, s.reads};
   }
   /// settings.h's per-call settings (all Vulkan devices share them).
   void set_setting(const std::string& name, const std::string& value) override;

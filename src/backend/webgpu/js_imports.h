@@ -22,5 +22,5 @@ void forge_wgpu_flush();
 uint32_t forge_wgpu_read_start(uint32_t id, uint32_t offset, uint32_t bytes);
 int forge_wgpu_read_wait(uint32_t ticket, void* dst, uint32_t bytes);
 int forge_wgpu_error(char* dst, int cap);
-void forge_wgpu_counts(double* dst);
+void forge_wgpu_counts(double* dst);  // submits, dispatches, reads
 }

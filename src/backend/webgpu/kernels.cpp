@@ -213,10 +213,14 @@ void matmul(Backend& be, C c) {
     const Binding bw = windowed ? w.bind(b, static_cast<size_t>(n0) * row_bytes,
                                          static_cast<size_t>(nc) * row_bytes)
                                 : w.bind(b);
-    w.dispatch("matmul", {ba, bw, bbias, bo},
-               {u(M), u(N), u(K), u(n0), u(nc), e0(ba), u(sab), u(sam), u(sak), e0(bw), u(swb),
-                u(swk), u(swn), e0(bo), e0(bbias), f(s.alpha), flags},
-               u(ceil_div(nc, 16)), u(ceil_div(M, 16)), u(Bt));
+    const std::vector<uint32_t> params = {u(M),   u(N),   u(K),      u(n0),     u(nc),  e0(ba),
+                                          u(sab), u(sam), u(sak),    e0(bw),    u(swb), u(swk),
+                                          u(swn), e0(bo), e0(bbias), f(s.alpha), flags};
+    if (Bt == 1 && M <= 8)  // decode: a few rows, a thread per column
+      w.dispatch_flat("matmul_rows", {ba, bw, bbias, bo}, params, ceil_div(nc, 64));
+    else
+      w.dispatch("matmul", {ba, bw, bbias, bo}, params, u(ceil_div(nc, 16)), u(ceil_div(M, 16)),
+                 u(Bt));
   }
 }
 

@@ -21,6 +21,7 @@ mergeInto(LibraryManager.library, {
     nextTicket: 1,
     submits: 0,
     dispatches: 0,
+    readCount: 0,
     error: '',
     init: function() {
       if (FW.device) return;
@@ -161,6 +162,7 @@ mergeInto(LibraryManager.library, {
     FW.encoder.copyBufferToBuffer(FW.buffers[id], offset, staging, 0, bytes);
     FW.flush();
     var ticket = FW.nextTicket++;
+    FW.readCount++;
     var r = {staging: staging, done: false, failed: ''};
     r.promise = staging.mapAsync(GPUMapMode.READ).then(function() { r.done = true; },
                                                        function(e) { r.done = true; r.failed = String(e); });
@@ -208,10 +210,11 @@ mergeInto(LibraryManager.library, {
     return e ? 1 : 0;
   },
 
-  // [submits, dispatches]
+  // [submits, dispatches, reads]
   forge_wgpu_counts__deps: ['$FW'],
   forge_wgpu_counts: function(dst) {
     HEAPF64[dst >> 3] = FW.submits;
     HEAPF64[(dst >> 3) + 1] = FW.dispatches;
+    HEAPF64[(dst >> 3) + 2] = FW.readCount;
   },
 });

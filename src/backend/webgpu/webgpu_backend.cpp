@@ -154,12 +154,13 @@ void WebGpuBackend::synchronize() {
 }
 
 DeviceStats WebGpuBackend::stats() const {
-  double c[2];
+  double c[3];
   forge_wgpu_counts(c);
   DeviceStats s;
   s.counted = true;
   s.submits = static_cast<uint64_t>(c[0]);
   s.dispatches = static_cast<uint64_t>(c[1]);
+  s.reads = static_cast<uint64_t>(c[2]);
   s.allocations = allocations_;
   return s;
 }
