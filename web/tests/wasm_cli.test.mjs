@@ -81,16 +81,31 @@ test('bad input: the same error line and exit status 1', () => {
   }
 });
 
-test('greedy decoding on WebGPU: the native CPU\'s tokens, with the logits never read back', () => {
+test('greedy decoding on WebGPU: the native CPU\'s tokens', () => {
   for (const model of [join(root, 'tests/data/golden/f16_50257'),
     join(root, 'tests/data/llamacpp/f16_50257.q8_0.gguf')]) {
     const args = ['generate', '-m', model, '--tokenizer', tokenizer, '-p', 'The quick brown fox',
-      '-n', '20', '--greedy', '--ignore-eos', '--json'];
+      '-n', '12', '--greedy', '--ignore-eos', '--json'];
     const want = JSON.parse(native(['--threads', '1', ...args]));
     const got = JSON.parse(wasm([...args, '--device', 'webgpu'], undefined, true));
     assert.deepEqual(got.ids, want.ids, model);
     assert.equal(got.text, want.text);
   }
+});
+
+test('a WebGPU decode step: every op dispatched on the GPU, one 4-byte read (the token)', () => {
+  const out = JSON.parse(wasm(['bench', '--model', join(root, 'tests/data/golden/f16_50257'),
+    '--device', 'webgpu', '--prompt-tokens', '4', '--decode-tokens', '8', '--train-steps', '0',
+    '--json'], undefined, true));
+  assert.equal(out.device, 'webgpu:0');
+  const step = out.decode_step_device;
+  assert.ok(step, 'the WebGPU device keeps counts');
+  // 2 layers: per layer ln, qkv, kv_write + attention, proj, ln, fc, proj (+ adds); then ln_f,
+  // the LM head and argmax. A fallback to the CPU would dispatch nothing.
+  assert.ok(step.dispatches >= 15, `${step.dispatches} dispatches per step`);
+  assert.equal(step.reads, 1, 'reads per step: only the token, no operand between ops');
+  assert.ok(step.submits <= 2, `${step.submits} submits per step`);
+  assert.equal(step.allocations, 0, 'pooled buffers: no allocation per step');
 });
 
 test('devices: the WebGPU adapter is listed, and none without one', () => {

@@ -194,10 +194,13 @@ void matmul(Backend& be, C c) {
       const int64_t nc = std::min(per, N - n0);
       const Binding bw =
           w.bind(b, static_cast<size_t>(n0) * row_bytes, static_cast<size_t>(nc) * row_bytes);
-      w.dispatch_flat(
-          "matmul_q8_0", {bq, bw, bbias, bo},
-          {u(rows), u(N), u(KB), u(n0), u(nc), bw.first_byte, e0(bo), e0(bbias), f(s.alpha), flags},
-          ceil_div(static_cast<uint64_t>(rows * nc), 8));
+      const std::vector<uint32_t> params = {u(rows),       u(N),   u(KB),     u(n0),      u(nc),
+                                            bw.first_byte, e0(bo), e0(bbias), f(s.alpha), flags};
+      if (rows <= 8)  // decode: a few rows, a thread per weight row
+        w.dispatch_flat("matmul_q8_0_rows", {bq, bw, bbias, bo}, params, ceil_div(nc, 64));
+      else
+        w.dispatch_flat("matmul_q8_0", {bq, bw, bbias, bo}, params,
+                        ceil_div(static_cast<uint64_t>(rows * nc), 8));
     }
     return;
   }
@@ -213,8 +216,8 @@ void matmul(Backend& be, C c) {
     const Binding bw = windowed ? w.bind(b, static_cast<size_t>(n0) * row_bytes,
                                          static_cast<size_t>(nc) * row_bytes)
                                 : w.bind(b);
-    const std::vector<uint32_t> params = {u(M),   u(N),   u(K),      u(n0),     u(nc),  e0(ba),
-                                          u(sab), u(sam), u(sak),    e0(bw),    u(swb), u(swk),
+    const std::vector<uint32_t> params = {u(M),   u(N),   u(K),      u(n0),      u(nc),  e0(ba),
+                                          u(sab), u(sam), u(sak),    e0(bw),     u(swb), u(swk),
                                           u(swn), e0(bo), e0(bbias), f(s.alpha), flags};
     if (Bt == 1 && M <= 8)  // decode: a few rows, a thread per column
       w.dispatch_flat("matmul_rows", {ba, bw, bbias, bo}, params, ceil_div(nc, 64));
