@@ -16,6 +16,11 @@ const gpu = await gpuDevice();
 const createForgeProgram = createRequire(import.meta.url)(resolve(program));
 await createForgeProgram({
   arguments: args,
+  // The program sees the FORGE_* variables of node's environment (emscripten gives a wasm
+  // program an environment of its own).
+  preRun: [(mod) => {
+    for (const [k, v] of Object.entries(process.env)) if (k.startsWith('FORGE_')) mod.ENV[k] = v;
+  }],
   forgeGpuDevice: gpu?.device,
   forgeGpuAdapterName: gpu?.name,
   // The program's exit: the device is destroyed and stdout drained before node exits (an

@@ -39,3 +39,16 @@ test('every forward op on WebGPU matches float64 and the CPU', () => {
   // Q8_0 weights expanded in the shader: the weight-dtype cases of matmul and embedding.
   assert.ok(ran(/webgpu_0_(matmul|embedding)_.*q8_0/) > 0, 'no q8_0 case ran');
 });
+
+test('the products of a GPU adapter\'s decode kernels (K split in a workgroup), forced on SwiftShader', () => {
+  const r = spawnSync(process.execPath, ['--no-experimental-fetch', join(root, 'web/run_wasm.mjs'),
+    program, '--gtest_filter=AllOps/*webgpu_0_*matmul*'], {
+    encoding: 'utf8', maxBuffer: 1 << 28, timeout: 900e3,
+    env: { ...process.env, VK_ICD_FILENAMES: icd, FORGE_WEBGPU_DECODE: 'split' },
+  });
+  const out = r.stdout + r.stderr;
+  const failed = out.split('\n').filter((l) => l.startsWith('[  FAILED  ]'));
+  assert.equal(r.status, 0, `exit ${r.status}\n${failed.slice(0, 20).join('\n')}\n${out.slice(-3000)}`);
+  const ok = out.split('\n').filter((l) => l.startsWith('[       OK ]')).length;
+  assert.ok(ok >= 150, `only ${ok} matmul cases ran`);
+});

@@ -196,7 +196,7 @@ void matmul(Backend& be, C c) {
           w.bind(b, static_cast<size_t>(n0) * row_bytes, static_cast<size_t>(nc) * row_bytes);
       const std::vector<uint32_t> params = {u(rows),       u(N),   u(KB),     u(n0),      u(nc),
                                             bw.first_byte, e0(bo), e0(bbias), f(s.alpha), flags};
-      if (rows <= 8)  // decode: a few rows, a thread per weight row
+      if (rows <= 8 && !w.split_decode())  // a CPU adapter: a thread per weight row
         w.dispatch_flat("matmul_q8_0_rows", {bq, bw, bbias, bo}, params, ceil_div(nc, 64));
       else
         w.dispatch_flat("matmul_q8_0", {bq, bw, bbias, bo}, params,
@@ -219,9 +219,14 @@ void matmul(Backend& be, C c) {
     const std::vector<uint32_t> params = {u(M),   u(N),   u(K),      u(n0),      u(nc),  e0(ba),
                                           u(sab), u(sam), u(sak),    e0(bw),     u(swb), u(swk),
                                           u(swn), e0(bo), e0(bbias), f(s.alpha), flags};
-    if (Bt == 1 && M <= 8)  // decode: a few rows, a thread per column
+    if (Bt == 1 && M <= 8 && w.split_decode()) {  // decode on a GPU: K split in a workgroup
+      std::vector<uint32_t> split = params;
+      const uint32_t cw = swk == 1 ? 8 : (nc >= 4096 ? 32 : 16);
+      split.insert(split.end(), {cw, swk == 1 ? 1u : 0u});
+      w.dispatch_flat("matmul_split", {ba, bw, bbias, bo}, split, ceil_div(nc, cw));
+    } else if (Bt == 1 && M <= 8) {  // decode on a CPU adapter: a thread per column
       w.dispatch_flat("matmul_rows", {ba, bw, bbias, bo}, params, ceil_div(nc, 64));
-    else
+    } else
       w.dispatch("matmul", {ba, bw, bbias, bo}, params, u(ceil_div(nc, 16)), u(ceil_div(M, 16)),
                  u(Bt));
   }

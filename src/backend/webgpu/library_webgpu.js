@@ -2,7 +2,8 @@
 // GPUDevice the page or the node test acquired before starting the module
 // (Module.forgeGpuDevice, with Module.forgeGpuAdapterName). Buffers and pipelines are u32
 // handles into tables. Dispatches go into one compute pass; each gets its parameters as a
-// 256-byte slot of one uniform arena, written once per submission. Reads copy into a
+// 256-byte slot of one uniform arena (a dynamic offset), written once per submission, and a
+// bind group kept per pipeline and set of buffers. Reads copy into a
 // mapped staging buffer and map it; forge_wgpu_read_wait is the one asynchronous import
 // (ASYNCIFY) and returns at once when the map has completed already.
 mergeInto(LibraryManager.library, {
@@ -90,6 +91,7 @@ mergeInto(LibraryManager.library, {
   forge_wgpu_buffer_destroy__deps: ['$FW'],
   forge_wgpu_buffer_destroy: function(id) {
     FW.flush();
+    for (var i = 1; i < FW.pipelines.length; i++) FW.pipelines[i].groups.clear();
     FW.buffers[id].destroy();
     FW.buffers[id] = null;
     FW.freeBufferIds.push(id);
@@ -118,12 +120,25 @@ mergeInto(LibraryManager.library, {
     FW.encoder.clearBuffer(FW.buffers[id], offset, bytes);
   },
 
+  // The pipeline's layout is written out, not 'auto': binding 0 (the parameters) takes a
+  // dynamic offset, so that a dispatch's bind group depends on its buffers alone and is made
+  // once per set of buffers (a decode step binds the same pooled buffers at every token).
   forge_wgpu_pipeline__deps: ['$FW'],
   forge_wgpu_pipeline: function(code) {
     FW.init();
-    var module = FW.device.createShaderModule({code: UTF8ToString(code)});
-    var p = FW.device.createComputePipeline({layout: 'auto', compute: {module: module, entryPoint: 'main'}});
-    FW.pipelines.push(p);
+    var text = UTF8ToString(code);
+    var entries = [{binding: 0, visibility: GPUShaderStage.COMPUTE,
+                    buffer: {type: 'uniform', hasDynamicOffset: true}}];
+    var re = /@binding\((\d+)\)\s*var<storage,\s*(read_write|read)>/g, m;
+    while ((m = re.exec(text)) !== null)
+      entries.push({binding: Number(m[1]), visibility: GPUShaderStage.COMPUTE,
+                    buffer: {type: m[2] === 'read' ? 'read-only-storage' : 'storage'}});
+    var layout = FW.device.createBindGroupLayout({entries: entries});
+    var module = FW.device.createShaderModule({code: text});
+    var p = FW.device.createComputePipeline({
+      layout: FW.device.createPipelineLayout({bindGroupLayouts: [layout]}),
+      compute: {module: module, entryPoint: 'main'}});
+    FW.pipelines.push({pipeline: p, layout: layout, groups: new Map()});
     return FW.pipelines.length - 1;
   },
 
@@ -135,16 +150,23 @@ mergeInto(LibraryManager.library, {
     var slot = FW.stagedSlots++;
     FW.staged.set(HEAPU32.subarray(params >> 2, (params >> 2) + words), slot * 64);
     var p = FW.pipelines[pipeline];
-    var entries = [{binding: 0, resource: {buffer: FW.arena, offset: slot * 256, size: 256}}];
-    for (var i = 0; i < n; i++) {
-      var at = (binds >> 2) + 3 * i;
-      entries.push({binding: i + 1, resource: {buffer: FW.buffers[HEAPU32[at]],
-                                               offset: HEAPU32[at + 1], size: HEAPU32[at + 2]}});
+    var b0 = binds >> 2;
+    var key = HEAPU32.subarray(b0, b0 + 3 * n).join(',');
+    var group = p.groups.get(key);
+    if (!group) {
+      var entries = [{binding: 0, resource: {buffer: FW.arena, offset: 0, size: 256}}];
+      for (var i = 0; i < n; i++) {
+        var at = b0 + 3 * i;
+        entries.push({binding: i + 1, resource: {buffer: FW.buffers[HEAPU32[at]],
+                                                 offset: HEAPU32[at + 1], size: HEAPU32[at + 2]}});
+      }
+      if (p.groups.size >= 512) p.groups.clear();  // bounded: old sets of buffers go
+      group = FW.device.createBindGroup({layout: p.layout, entries: entries});
+      p.groups.set(key, group);
     }
-    var group = FW.device.createBindGroup({layout: p.getBindGroupLayout(0), entries: entries});
     var pass = FW.passOf();
-    pass.setPipeline(p);
-    pass.setBindGroup(0, group);
+    pass.setPipeline(p.pipeline);
+    pass.setBindGroup(0, group, [slot * 256]);
     pass.dispatchWorkgroups(x, y, z);
     FW.dispatches++;
   },

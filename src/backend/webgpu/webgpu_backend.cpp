@@ -2,6 +2,8 @@
 #include "backend/webgpu/webgpu_backend.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/webgpu/js_imports.h"
@@ -18,6 +20,12 @@ namespace {
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 const GpuStorage& gpu(const Storage& s) { return static_cast<const GpuStorage&>(s); }
+
+// SwiftShader (Chromium's, and Dawn's fallback adapter) runs WebGPU on the CPU.
+bool is_cpu_adapter(std::string name) {
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name.find("swiftshader") != std::string::npos;
+}
 
 }  // namespace
 
@@ -40,6 +48,13 @@ WebGpuBackend::WebGpuBackend() {
   offset_align_ = static_cast<uint32_t>(lim[6]);
   f16_ = lim[7] != 0;
   subgroups_ = lim[8] != 0;
+  split_decode_ = !is_cpu_adapter(adapter_);
+  if (const char* e = std::getenv("FORGE_WEBGPU_DECODE"); e && *e) {
+    const std::string v = e;
+    if (v != "split" && v != "rows")
+      throw Error(ErrorKind::Format, "FORGE_WEBGPU_DECODE=" + v + ": expected split or rows");
+    split_decode_ = v == "split";
+  }
   register_kernels();
   unused_ = allocate_zeros(256);
 }
@@ -201,7 +216,7 @@ Binding WebGpuBackend::bind(const Tensor& t, size_t first, size_t bytes) const {
 }
 
 uint32_t WebGpuBackend::pipeline(const char* name) {
-  auto it = pipelines_.find(name);
+  auto it = pipelines_.find(std::string_view(name));
   if (it != pipelines_.end()) return it->second;
   const std::string code = shader_source(name);
   const uint32_t id = forge_wgpu_pipeline(code.c_str());

@@ -72,6 +72,11 @@ class WebGpuBackend : public Backend {
   /// A binding of bytes [first, first + bytes) of t's storage; Error(Unsupported) naming the
   /// limit if they do not fit in one binding.
   Binding bind(const Tensor& t, size_t first = 0, size_t bytes = SIZE_MAX) const;
+  /// Decode products (a few rows) with K split across a workgroup and partial sums in shared
+  /// memory (a GPU's), or a thread per output with no barriers (a CPU adapter's: SwiftShader
+  /// runs barriers slowly). By the adapter; FORGE_WEBGPU_DECODE=split|rows forces one (the
+  /// tests run both).
+  bool split_decode() const { return split_decode_; }
   /// A small read-only binding for a shader's unused inputs.
   Binding unused() const;
   /// Runs WGSL `name` (shaders/<name>.wgsl) on (x, y, z) workgroups. A read-only binding that
@@ -94,9 +99,9 @@ class WebGpuBackend : public Backend {
   std::string adapter_;
   size_t max_binding_ = 0, window_bytes_ = 0, max_buffer_ = 0;
   uint32_t max_groups_ = 65535, offset_align_ = 256;
-  bool f16_ = false, subgroups_ = false;
-  std::map<std::string, uint32_t> pipelines_;
-  std::multimap<size_t, uint32_t> pool_;  // free buffers by capacity
+  bool f16_ = false, subgroups_ = false, split_decode_ = true;
+  std::map<std::string, uint32_t, std::less<>> pipelines_;  // by shader name
+  std::multimap<size_t, uint32_t> pool_;                    // free buffers by capacity
   std::shared_ptr<Storage> unused_;
   uint64_t allocations_ = 0;
 };
