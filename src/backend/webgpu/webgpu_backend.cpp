@@ -86,6 +86,7 @@ std::shared_ptr<Storage> WebGpuBackend::allocate(size_t bytes) {
   if (auto it = pool_.find(capacity); it != pool_.end()) {
     id = it->second;
     pool_.erase(it);
+    pooled_bytes_ -= capacity;
   } else {
     id = forge_wgpu_buffer_create(static_cast<uint32_t>(capacity));
     ++allocations_;
@@ -100,8 +101,14 @@ std::shared_ptr<Storage> WebGpuBackend::allocate_zeros(size_t bytes) {
 }
 
 void WebGpuBackend::release(uint32_t id, size_t capacity) {
-  // Pooled: later allocations of the same size reuse it behind the queued work.
+  // Pooled: later allocations of the same size reuse it behind the queued work. The pool
+  // keeps at most kPoolBytes: beyond that (a model unloaded, say) buffers are destroyed.
+  if (pooled_bytes_ + capacity > kPoolBytes) {
+    forge_wgpu_buffer_destroy(id);
+    return;
+  }
   pool_.emplace(capacity, id);
+  pooled_bytes_ += capacity;
 }
 
 void WebGpuBackend::write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) {
@@ -125,17 +132,18 @@ void WebGpuBackend::write(Storage& dst, size_t dst_offset, const void* src, size
 }
 
 uint64_t WebGpuBackend::read_async(const Storage& src, size_t offset, size_t bytes) {
-  const size_t first = offset / 4 * 4;
-  const size_t span = round_up(offset + bytes, 4) - first;
-  return forge_wgpu_read_start(gpu(src).id(), static_cast<uint32_t>(first),
-                               static_cast<uint32_t>(std::max<size_t>(span, 4)));
+  // WebGPU copies whole words: reads start at a multiple of 4 (every tensor forge reads
+  // does: its dtype's rows are whole words) and cover whole words.
+  if (offset % 4 != 0)
+    throw Error(ErrorKind::Unsupported, "webgpu: a read at byte offset " + std::to_string(offset) +
+                                            " (not a multiple of 4)");
+  const size_t span = round_up(std::max<size_t>(bytes, 4), 4);
+  return forge_wgpu_read_start(gpu(src).id(), static_cast<uint32_t>(offset),
+                               static_cast<uint32_t>(span));
 }
 
 void WebGpuBackend::read_wait(uint64_t ticket, void* dst, size_t bytes) {
-  // The ticket's span starts at the word holding the first byte; read_async's callers
-  // pass the same offset and size, so the shift is the offset's remainder. Kept simple:
-  // forge reads whole tensors, at multiples of 4 (every dtype's rows are).
-  std::vector<unsigned char> tmp(round_up(std::max<size_t>(bytes, 4), 4));
+  std::vector<unsigned char> tmp(round_up(std::max<size_t>(bytes, 4), 4));  // read_async's span
   if (forge_wgpu_read_wait(static_cast<uint32_t>(ticket), tmp.data(),
                            static_cast<uint32_t>(tmp.size())) != 0)
     check_error();
@@ -145,9 +153,6 @@ void WebGpuBackend::read_wait(uint64_t ticket, void* dst, size_t bytes) {
 
 void WebGpuBackend::read(const Storage& src, size_t src_offset, void* dst, size_t bytes) {
   if (bytes == 0) return;
-  if (src_offset % 4 != 0)
-    throw Error(ErrorKind::Unsupported, "webgpu: a read at byte offset " +
-                                            std::to_string(src_offset) + " (not a multiple of 4)");
   read_wait(read_async(src, src_offset, bytes), dst, bytes);
 }
 

@@ -102,6 +102,8 @@ class WebGpuBackend : public Backend {
   bool f16_ = false, subgroups_ = false, split_decode_ = true;
   std::map<std::string, uint32_t, std::less<>> pipelines_;  // by shader name
   std::multimap<size_t, uint32_t> pool_;                    // free buffers by capacity
+  size_t pooled_bytes_ = 0;                                 // their capacities
+  static constexpr size_t kPoolBytes = size_t{512} << 20;   // the pool's most
   std::shared_ptr<Storage> unused_;
   uint64_t allocations_ = 0;
 };
