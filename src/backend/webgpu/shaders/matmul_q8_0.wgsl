@@ -2,13 +2,7 @@
 // rows r of the activations (rounded by quantize_rows.wgsl into qa) and the weight rows
 // n in [n_lo, n_lo + n_count) of this dispatch's window (Q8_0 blocks from byte w0, rows of
 // KB blocks). 8 outputs per workgroup of 256 threads, 32 threads per output.
-struct P { rows: u32, N: u32, KB: u32, n_lo: u32, n_count: u32, w0: u32, o0: u32, bias0: u32,
-           alpha: f32, flags: u32 }  // flags: 1 bias, 2 gelu, 4 accumulate
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> qa: array<u32>;
-@group(0) @binding(2) var<storage, read> wq: array<u32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+// #include matmul_q8_0_io
 var<workgroup> red: array<f32, 256>;
 
 // #include gelu_fn

@@ -1,13 +1,7 @@
 // matmul_q8_0.wgsl's product for a few activation rows (rows <= 8): one thread per weight
 // row n of the window, looping over its blocks for every activation row; no shared memory
 // or barriers.
-struct P { rows: u32, N: u32, KB: u32, n_lo: u32, n_count: u32, w0: u32, o0: u32, bias0: u32,
-           alpha: f32, flags: u32 }  // flags: 1 bias, 2 gelu, 4 accumulate
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> qa: array<u32>;
-@group(0) @binding(2) var<storage, read> wq: array<u32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+// #include matmul_q8_0_io
 
 // #include gelu_fn
 
