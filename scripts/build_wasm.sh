@@ -11,4 +11,4 @@ command -v emcc >/dev/null 2>&1 || { echo "build_wasm: error: emcc not found (ba
 # Debian's emscripten runs its JavaScript tools with node and finds their modules here.
 export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"
 cmake --preset wasm >/dev/null
-cmake --build --preset wasm -j "${FORGE_JOBS:-$(nproc)}" --target forge forge_web_op_tests
+cmake --build --preset wasm -j "${FORGE_JOBS:-$(nproc)}" --target forge forge_web forge_web_op_tests

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the npm packages of forge's WebGPU tests (pinned in web/package.json and
+# Installs the npm packages of forge's browser tests (pinned in web/package.json and
 # package-lock.json) into web/node_modules: npm webgpu (Dawn for Node), which runs the WGSL
 # kernels under node on the Vulkan driver VK_ICD_FILENAMES names (in CI: Chromium's
 # SwiftShader). Idempotent: does nothing when node_modules matches the lockfile.

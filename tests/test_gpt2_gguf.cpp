@@ -199,6 +199,29 @@ void expect_refused(const gguf::Metadata& meta, const gguf::NamedTensors& tensor
   }
 }
 
+// Tokenizer::available decides whether `generate -m FILE.gguf -p TEXT` (and the page) read a
+// tokenizer from the model itself.
+TEST(Gpt2Gguf, TokenizerAvailableSaysWhetherAFileOrFolderHoldsOne) {
+  const gpt2::Model m = gpt2::Model::random(small_config(), 6);
+  const std::string with = scratch("with_tok.gguf"), without = scratch("without_tok.gguf");
+  m.save_gguf(with, Tokenizer::load(kTokDir), "x");
+  m.save_gguf(without, Tokenizer(), "x");
+  EXPECT_TRUE(Tokenizer::available(with));
+  EXPECT_EQ(Tokenizer::load(with).encode("Hello world"), Tokenizer::load(kTokDir).encode("Hello world"));
+  EXPECT_FALSE(Tokenizer::available(without));
+  const std::string garbage = scratch("garbage.gguf");
+  std::ofstream(garbage) << "GGUF but not really";
+  EXPECT_FALSE(Tokenizer::available(garbage));
+  EXPECT_TRUE(Tokenizer::available(kTokDir));
+  const fs::path half = scratch("half_tokenizer");
+  fs::create_directories(half);
+  fs::copy_file(fs::path(kTokDir) / "encoder.json", half / "encoder.json",
+                fs::copy_options::overwrite_existing);
+  EXPECT_FALSE(Tokenizer::available(half.string()));  // vocab.bpe is missing
+  EXPECT_FALSE(Tokenizer::available(kTokDir + "/encoder.json"));
+  EXPECT_FALSE(Tokenizer::available(scratch("no_such_thing")));
+}
+
 TEST(Gpt2Gguf, RefusesFilesThatAreNotAGpt2TheMetadataDescribes) {
   const std::string good = scratch("good.gguf");
   gpt2::Model::random(small_config(), 5).converted(DType::Q8_0).save_gguf(good, Tokenizer(), "x");

@@ -1,8 +1,10 @@
 // A WebGPU device for node: Dawn (npm webgpu) on the adapter VK_ICD_FILENAMES picks (on a
 // machine without a GPU, Chromium's SwiftShader: see web/tests/), or null when there is
-// none. The largest bindings and buffers the adapter allows are requested: the defaults
-// (128 MiB bindings) are smaller than GPT-2's embedding table.
+// none, with the limits web/page/gpu_device.cjs asks for.
+import { createRequire } from 'node:module';
 import { create, globals } from 'webgpu';
+
+const { forgeDeviceDescriptor, forgeAdapterName } = createRequire(import.meta.url)('./page/gpu_device.cjs');
 
 // Dawn's instance and adapter must outlive the device: a collected instance takes the
 // device down with it (a crash in a later call). Kept here for the process's life.
@@ -15,16 +17,6 @@ export async function gpuDevice() {
   const adapter = await gpu.requestAdapter();
   if (!adapter) return null;  // no adapter (VK_ICD_FILENAMES names no usable Vulkan driver)
   keep.push(adapter);
-  const L = adapter.limits;
-  const device = await adapter.requestDevice({
-    requiredLimits: {
-      maxStorageBufferBindingSize: L.maxStorageBufferBindingSize,
-      maxBufferSize: L.maxBufferSize,
-      maxStorageBuffersPerShaderStage: L.maxStorageBuffersPerShaderStage,
-      maxComputeWorkgroupStorageSize: L.maxComputeWorkgroupStorageSize,
-    },
-  });
-  const info = adapter.info ?? {};
-  const name = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(' ') || 'WebGPU';
-  return { device, name };
+  const device = await adapter.requestDevice(forgeDeviceDescriptor(adapter));
+  return { device, name: forgeAdapterName(adapter) };
 }

@@ -46,6 +46,10 @@ class Tokenizer {
   /// tokenizer_char.json is an error (which one was meant is unknowable). `path` may also
   /// name a tokenizer.json, a tokenizer_char.json or a GGUF file (from_gguf) directly.
   static Tokenizer load(const std::string& path);
+  /// Whether `path` holds a tokenizer load() would take: a folder with one of the layouts
+  /// above, a tokenizer.json / tokenizer_char.json file, or a GGUF file whose metadata has a
+  /// tokenizer (tokenizer.ggml.model). Never throws: an unreadable GGUF file has none.
+  static bool available(const std::string& path);
   /// Loads a vocab (JSON object token → id, e.g. vocab.json / encoder.json) and a merges
   /// file (optional "#version" line, then one "left right" pair per line, rank = order).
   static Tokenizer from_vocab_merges(const std::string& vocab_path, const std::string& merges_path);

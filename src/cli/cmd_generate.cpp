@@ -95,7 +95,7 @@ int run_generate(const GenerateArgs& a) {
   std::optional<Tokenizer> tok;
   if (!a.tokenizer.empty())
     tok = Tokenizer::load(a.tokenizer);
-  else if (has_tokenizer_files(a.model))
+  else if (Tokenizer::available(a.model))
     tok = Tokenizer::load(a.model);
   if (has_prompt) {
     if (!tok)

@@ -112,7 +112,7 @@ std::string data_fingerprint(const data::Dataset& d) {
 /// data/gpt2-tokenizer beside or above the executable's folder. "" when none is found.
 std::string default_tokenizer_dir() {
   if (const char* env = std::getenv("FORGE_TOKENIZER_DIR"); env != nullptr && *env != '\0') {
-    if (!has_tokenizer_files(env))
+    if (!Tokenizer::available(env))
       fail(ErrorKind::Tokenizer, std::string("FORGE_TOKENIZER_DIR='") + env +
                                      "' holds no tokenizer files (encoder.json + vocab.bpe, "
                                      "vocab.json + merges.txt, or tokenizer.json)");
@@ -123,7 +123,7 @@ std::string default_tokenizer_dir() {
   if (ec) return "";
   for (const fs::path& dir : {exe.parent_path() / ".." / "data" / "gpt2-tokenizer",
                               exe.parent_path() / "data" / "gpt2-tokenizer"})
-    if (has_tokenizer_files(dir)) return fs::weakly_canonical(dir, ec).string();
+    if (Tokenizer::available(dir.string())) return fs::weakly_canonical(dir, ec).string();
   return "";
 }
 
@@ -277,7 +277,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   std::error_code dec;
   const bool token_file = data::is_token_file(a.data);
   if (a.tokenizer.empty() && !token_file) {
-    if (!a.init_from.empty() && has_tokenizer_files(a.init_from))
+    if (!a.init_from.empty() && Tokenizer::available(a.init_from))
       a.tokenizer = a.init_from;
     else
       a.tokenizer = default_tokenizer_dir();

@@ -30,11 +30,4 @@ std::vector<uint32_t> parse_id_list(const std::string& text, const char* command
   return ids;
 }
 
-bool has_tokenizer_files(const std::filesystem::path& dir) {
-  std::error_code ec;
-  auto exists = [&](const char* name) { return std::filesystem::is_regular_file(dir / name, ec); };
-  return exists("tokenizer.json") || (exists("vocab.json") && exists("merges.txt")) ||
-         (exists("encoder.json") && exists("vocab.bpe")) || exists("tokenizer_char.json");
-}
-
 }  // namespace forge::cli

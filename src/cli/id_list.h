@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,10 +11,5 @@ namespace forge::cli {
 /// not a token id (expected e.g. 464,2068,7586)" for anything else.
 std::vector<uint32_t> parse_id_list(const std::string& text, const char* command,
                                     const char* option);
-
-/// True if `dir` holds tokenizer files in a layout Tokenizer::load accepts (HF
-/// tokenizer.json, vocab.json + merges.txt, encoder.json + vocab.bpe, or forge's
-/// tokenizer_char.json).
-bool has_tokenizer_files(const std::filesystem::path& dir);
 
 }  // namespace forge::cli

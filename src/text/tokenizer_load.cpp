@@ -419,6 +419,24 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& path) {
   return Tokenizer(Impl::build(path, vocab, path + " (model.merges)", merges, added));
 }
 
+bool Tokenizer::available(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_regular_file(p, ec)) {
+    if (p.extension() == ".json")
+      return p.filename() == "tokenizer.json" || p.filename() == "tokenizer_char.json";
+    if (p.extension() != ".gguf") return false;
+    try {
+      return gguf::File::open(path).find("tokenizer.ggml.model") != nullptr;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  auto has = [&](const char* name) { return fs::is_regular_file(p / name, ec); };
+  return has("tokenizer.json") || (has("vocab.json") && has("merges.txt")) ||
+         (has("encoder.json") && has("vocab.bpe")) || has("tokenizer_char.json");
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(path, "no such file or folder");
