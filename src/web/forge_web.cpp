@@ -3,8 +3,10 @@
 // at a time; every call runs on the worker's thread.
 //
 //   forge_web_load(path, device)         0, or 1 with forge_web_error() saying why
+//   forge_web_load_preset(name, seed, device)  a random model of a preset's shapes (benchmarks)
 //   forge_web_info()                     JSON: device, adapter, dtype, sizes of the model
-//   forge_web_generate(prompt, options)  0 or 1; streams ids and text through
+//   forge_web_generate(prompt, options)  0 or 1 (options.prompt_ids, when given, is the prompt
+//                                        instead of the text); streams ids and text through
 //                                        Module.onForgeToken / onForgeText; forge_web_result()
 //                                        is the JSON of the last run
 //   forge_web_tokenize(text)             JSON array of ids, or null (forge_web_error())
@@ -105,6 +107,18 @@ EMSCRIPTEN_KEEPALIVE int forge_web_load(const char* path, const char* device) {
   }) ? 0 : 1;
 }
 
+EMSCRIPTEN_KEEPALIVE int forge_web_load_preset(const char* name, double seed, const char* device) {
+  Session& s = session();
+  s.model.reset();
+  s.tokenizer.reset();
+  return guarded([&] {
+    const forge::Device d = forge::parse_device(device);
+    s.model = forge::gpt2::Model::random(forge::gpt2::Config::preset(name),
+                                         static_cast<uint64_t>(seed), d);
+    s.device_name = forge::device_info(d).name;
+  }) ? 0 : 1;
+}
+
 EMSCRIPTEN_KEEPALIVE const char* forge_web_info() {
   Session& s = session();
   json j = nullptr;
@@ -142,13 +156,18 @@ EMSCRIPTEN_KEEPALIVE int forge_web_generate(const char* prompt, const char* opti
   s.out = "null";
   return guarded([&] {
     if (!s.model) throw forge::Error(forge::ErrorKind::Format, "no model is loaded");
-    if (!s.tokenizer)
+    const json j = json::parse(options);
+    const forge::gpt2::GenerateOptions o = parse_options(j);
+    std::vector<uint32_t> ids;
+    if (j.contains("prompt_ids")) {
+      ids = j["prompt_ids"].get<std::vector<uint32_t>>();
+    } else if (!s.tokenizer) {
       throw forge::Error(forge::ErrorKind::Tokenizer,
                          "the model has no tokenizer files (tokenizer.json, vocab.json + "
                          "merges.txt, or encoder.json + vocab.bpe)");
-    const json j = json::parse(options);
-    const forge::gpt2::GenerateOptions o = parse_options(j);
-    const std::vector<uint32_t> ids = s.tokenizer->encode(prompt);
+    } else {
+      ids = s.tokenizer->encode(prompt);
+    }
     if (ids.empty()) throw forge::Error(forge::ErrorKind::Format, "the prompt is empty");
     const forge::Device d = s.model->device();
     const bool cpu = d == forge::Device::cpu();
@@ -160,7 +179,7 @@ EMSCRIPTEN_KEEPALIVE int forge_web_generate(const char* prompt, const char* opti
     };
     auto on_text = [](std::string_view t) { forge_web_emit(t.data(), static_cast<int>(t.size())); };
     const forge::gpt2::GenerateResult r =
-        forge::gpt2::generate(*s.model, ids, o, &*s.tokenizer, on_token, on_text);
+        forge::gpt2::generate(*s.model, ids, o, s.tokenizer ? &*s.tokenizer : nullptr, on_token, on_text);
     const forge::DeviceStats after = forge::device_stats(d);
     json out = {{"ids", r.ids},
                 {"prompt_tokens", r.prompt_tokens},

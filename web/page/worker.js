@@ -3,6 +3,7 @@
 //   {type: 'start', device: 'auto' | 'cpu'}
 //   {type: 'load-served'}                          the model scripts/web.sh -m serves
 //   {type: 'load-files', files: [File]}            an HF folder's files or one .gguf file
+//   {type: 'load-preset', name, seed}              a random model of a preset's shapes (bench/)
 //   {type: 'generate', prompt, options}            options as forge_web.cpp parses them
 //   {type: 'stop'}
 // Messages out: ready, progress, loaded, token, text, done, error (each with its fields).
@@ -118,6 +119,15 @@ async function loadServed() {
   await load({ kind: manifest.kind, name: manifest.name, entries: got.files }, { fetched_bytes: got.fetched, opfs: got.cached });
 }
 
+async function loadPreset(msg) {
+  const t0 = performance.now();
+  const rc = await forge.ccall('forge_web_load_preset', 'number', ['string', 'number', 'string'],
+    [msg.name, msg.seed || 0, onGpu ? 'webgpu' : 'cpu'], { async: true });
+  if (rc !== 0) throw new Error(forge.ccall('forge_web_error', 'string', [], []));
+  const info = JSON.parse(forge.ccall('forge_web_info', 'string', [], []));
+  post('loaded', { name: msg.name, info, file_bytes: 0, load_seconds: (performance.now() - t0) / 1000, fetched_bytes: 0, opfs: false });
+}
+
 async function generate(msg) {
   forge.forgeStopRequested = false;
   decoder = new TextDecoder();
@@ -145,6 +155,7 @@ onmessage = async (e) => {
     if (msg.type === 'start') await start(msg);
     else if (msg.type === 'load-served') await loadServed();
     else if (msg.type === 'load-files') await load(pickedModel(msg.files), { fetched_bytes: 0, opfs: false });
+    else if (msg.type === 'load-preset') await loadPreset(msg);
     else if (msg.type === 'generate') await generate(msg);
     else throw new Error(`unknown message ${msg.type}`);
   } catch (err) {
