@@ -1,10 +1,8 @@
 // Encoding and decoding: special-token splitting, the regex pieces, a per-thread cache of
 // piece → ids in front of BPE, and a parallel path for large texts.
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <unordered_map>
 
 #include "forge/threads.h"
@@ -110,7 +108,7 @@ void encode_plain(const Tokenizer::Impl& t, std::string_view text, std::vector<u
   });
 }
 
-// Large texts are cut into chunks that are encoded on separate threads. A cut must not change
+// Large texts are cut into chunks that are encoded in parallel. A cut must not change
 // the regex pieces: cutting between "X\n" and "Y", where X and Y are printable ASCII other
 // than space, is safe, because in the whole text the lone "\n" is a piece of its own (the
 // piece holding X cannot extend into whitespace, and "\n" followed by a non-space is matched
@@ -142,32 +140,12 @@ void encode_plain_parallel(const Tokenizer::Impl& t, std::string_view text,
   cuts.push_back(text.size());
   const size_t n = cuts.size() - 1;
   std::vector<std::vector<uint32_t>> parts(n);
-  std::vector<std::exception_ptr> errors(threads);
-  std::atomic<size_t> next{0};
-  auto worker = [&](size_t w) {
-    try {
-      for (size_t i; (i = next++) < n;) {
-        parts[i].reserve((cuts[i + 1] - cuts[i]) / 3);
-        encode_plain(t, text.substr(cuts[i], cuts[i + 1] - cuts[i]), parts[i]);
-      }
-    } catch (...) {
-      errors[w] = std::current_exception();
-      next = n;  // stop the others early
-    }
-  };
-  {
-    std::vector<std::thread> pool;
-    struct JoinAll {  // also when starting a thread throws
-      std::vector<std::thread>& pool;
-      ~JoinAll() {
-        for (std::thread& th : pool) th.join();
-      }
-    } join_all{pool};
-    for (size_t w = 1; w < std::min(threads, n); ++w) pool.emplace_back(worker, w);
-    worker(0);
-  }
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  // On the CPU pool's threads; the first chunk's error is rethrown.
+  parallel_tasks(static_cast<int64_t>(n), [&](int64_t task) {
+    const size_t i = static_cast<size_t>(task);
+    parts[i].reserve((cuts[i + 1] - cuts[i]) / 3);
+    encode_plain(t, text.substr(cuts[i], cuts[i + 1] - cuts[i]), parts[i]);
+  });
   size_t total = out.size();
   for (const auto& p : parts) total += p.size();
   out.reserve(total);

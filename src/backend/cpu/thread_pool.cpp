@@ -206,4 +206,8 @@ void set_num_threads(int n) {
   cpu::pool().resize(n);
 }
 
+void parallel_tasks(int64_t n_tasks, const std::function<void(int64_t task)>& fn) {
+  cpu::run_tasks(n_tasks, fn);
+}
+
 }  // namespace forge

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <thread>
 
 #include "forge/error.h"
 #include "forge/gpt2.h"
@@ -95,13 +94,10 @@ void fill_normal_range(float* x, int64_t begin, int64_t end, int64_t n, uint64_t
 void fill_normal(float* x, int64_t n, uint64_t stream, float stddev) {
   constexpr int64_t kPerThread = int64_t{1} << 20;
   const int64_t parts = std::clamp<int64_t>(n / kPerThread, 1, num_threads());
-  std::vector<std::thread> workers;
-  auto bound = [&](int64_t p) { return n * p / parts / 2 * 2; };  // even split points
-  for (int64_t p = 1; p < parts; ++p)
-    workers.emplace_back(fill_normal_range, x, bound(p), p + 1 == parts ? n : bound(p + 1), n,
-                         stream, stddev);
-  fill_normal_range(x, 0, parts == 1 ? n : bound(1), n, stream, stddev);
-  for (std::thread& t : workers) t.join();
+  auto bound = [&](int64_t p) { return p == parts ? n : n * p / parts / 2 * 2; };  // even
+  parallel_tasks(parts, [&](int64_t p) {
+    fill_normal_range(x, bound(p), bound(p + 1), n, stream, stddev);
+  });
 }
 
 Tensor load_tensor(const TensorDirectory& dir, const std::string& name, Device device) {
