@@ -12,7 +12,10 @@ const keep = [];
 
 export async function gpuDevice() {
   Object.assign(globalThis, globals);
-  const gpu = create([]);
+  // FORGE_DAWN_FLAGS: Dawn for Node's flags, ';'-separated (e.g.
+  // "enable-dawn-features=disable_robustness,skip_validation"), for experiments.
+  const flags = process.env.FORGE_DAWN_FLAGS ? process.env.FORGE_DAWN_FLAGS.split(';') : [];
+  const gpu = create(flags);
   keep.push(gpu);
   const adapter = await gpu.requestAdapter();
   if (!adapter) return null;  // no adapter (VK_ICD_FILENAMES names no usable Vulkan driver)

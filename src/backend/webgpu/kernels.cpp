@@ -221,7 +221,7 @@ void matmul(Backend& be, C c) {
                                           u(swn), e0(bo), e0(bbias), f(s.alpha), flags};
     if (Bt == 1 && M <= 8 && w.split_decode()) {  // decode on a GPU: K split in a workgroup
       std::vector<uint32_t> split = params;
-      const uint32_t cw = swk == 1 ? 8 : (nc >= 4096 ? 32 : 16);
+      const uint32_t cw = 8;
       split.insert(split.end(), {cw, swk == 1 ? 1u : 0u});
       w.dispatch_flat("matmul_split", {ba, bw, bbias, bo}, split, ceil_div(nc, cw));
     } else if (Bt == 1 && M <= 8) {  // decode on a CPU adapter: a thread per column

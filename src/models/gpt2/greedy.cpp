@@ -1,7 +1,8 @@
 // Greedy decoding with the next token chosen and fed back on the device (GreedyDecoder).
 //
-// On a GPU that replays recorded steps, a step is the cache's greedy step: the decode step,
-// then the argmax of its logits written over its own input token. The host writes only the
+// On a GPU, a step is the cache's greedy step (replayed where the device can, recorded again
+// by each run elsewhere): the decode step, then the argmax of its logits written over its
+// own input token. The host writes only the
 // position before each replay and reads the chosen token back without waiting for the steps
 // queued after it (read_async), so next() queues step n + 1 and then waits for step n: the
 // device goes from one step to the next while the host handles the token.
@@ -46,7 +47,10 @@ GreedyDecoder::GreedyDecoder(const Model& model, KVCache& cache, uint32_t token,
     fail(ErrorKind::Range, std::to_string(max_steps) + " steps after " + std::to_string(start_) +
                                " cached positions: the cache has room for " +
                                std::to_string(cache.capacity_ - start_));
-  if (max_steps > 0 && RecordedStep::replays_on(model.device()))
+  // On a device with a queue the steps go ahead of the host even where they are not
+  // replayed (WebGPU: run() records the step's ops again): the host records step n + 1
+  // while the device runs step n.
+  if (max_steps > 0 && (RecordedStep::replays_on(model.device()) || model.device() != Device::cpu()))
     graph_ = model.decode_graph(cache, /*greedy=*/true);
 }
 
