@@ -96,11 +96,16 @@ function loadError(model, message) {
   return `Could not load ${model.name}: ${text}`;
 }
 
+// A model's files must fit wasm32's memory: refused before anything is read or downloaded.
+function checkSize(name, bytes) {
+  if (bytes > WASM_FILE_LIMIT) {
+    throw new Error(`${name} is ${gib(bytes)}, more than the ${gib(WASM_FILE_LIMIT)} a wasm page can read into its 4 GiB memory.`);
+  }
+}
+
 async function load(model, transfer) {
   const bytes = model.entries.reduce((n, e) => n + e.blob.size, 0);
-  if (bytes > WASM_FILE_LIMIT) {
-    throw new Error(`${model.name} is ${gib(bytes)}, more than the ${gib(WASM_FILE_LIMIT)} a wasm page can read into its 4 GiB memory.`);
-  }
+  checkSize(model.name, bytes);
   mount(model.entries);
   const path = model.kind === 'gguf' ? `${MOUNT}/${model.entries[0].name}` : MOUNT;
   const t0 = performance.now();
@@ -115,6 +120,7 @@ async function loadServed() {
   if (response.status === 404) throw new Error('The server has no model: start it with bash scripts/web.sh -m MODEL, or pick a model from disk.');
   if (!response.ok) throw new Error(`The server answered ${response.status} for the model's manifest.`);
   const manifest = await response.json();
+  checkSize(manifest.name, manifest.files.reduce((n, f) => n + f.size, 0));
   const got = await ModelCache.files(manifest, (done, total) => post('progress', { done, total }));
   await load({ kind: manifest.kind, name: manifest.name, entries: got.files }, { fetched_bytes: got.fetched, opfs: got.cached });
 }

@@ -6,7 +6,7 @@
 // Run: node --test web/tests/   (after scripts/build_wasm.sh and the native build)
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, ftruncateSync, openSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -225,5 +225,27 @@ test('bad files: the page says which file and what is wrong', async () => {
   assert.equal(await page.textContent('#model'), 'none loaded');
   assert.equal(await page.isDisabled('#generate'), true);
   await page.screenshot({ path: join(shots, 'page-error.png') });
+  await context.close();
+});
+
+test('a model beyond the page\'s limits: the error names the limit, and nothing is downloaded', async () => {
+  // A folder whose weights (a sparse file) exceed what wasm32's memory can hold.
+  const big = join(work, 'huge-gpt2');
+  mkdirSync(big);
+  copyFileSync(join(golden, 'config.json'), join(big, 'config.json'));
+  const fd = openSync(join(big, 'model.safetensors'), 'w');
+  ftruncateSync(fd, 3.75 * 2 ** 30);
+  closeSync(fd);
+  const url = await serve(big);
+  const context = await browserCpu.newContext();
+  const page = await context.newPage();
+  const fetched = [];
+  page.on('request', (r) => { if (r.url().includes('/model/files/')) fetched.push(r.url()); });
+  await page.goto(url);
+  await page.waitForFunction(() => window.forge.errors.length, null, { timeout: 60_000 });
+  assert.equal(await page.textContent('#error'),
+    'huge-gpt2 is 3.75 GiB, more than the 3.50 GiB a wasm page can read into its 4 GiB memory.');
+  assert.deepEqual(fetched, []);
+  assert.equal(await page.textContent('#model'), 'none loaded');
   await context.close();
 });
