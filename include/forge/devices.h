@@ -9,6 +9,7 @@
 
 #include "forge/device.h"
 #include "forge/dtype.h"
+#include "forge/op_table.h"
 
 namespace forge {
 
@@ -56,6 +57,11 @@ std::vector<std::string> device_setting_names(Device device);
 /// such a b, embedding with such a table): always for F32; the CPU for every weight dtype.
 /// Error(Device) if the device does not exist.
 bool device_runs_weights(Device device, DType dtype);
+
+/// Whether `device` has a kernel for `op` with the op table's dtypes (forge/op_table.def); a
+/// GPU may lack one where its limits are too small (a Vulkan device binding too few buffers
+/// has no attention_at). Error(Device) if the device does not exist.
+bool device_runs_op(Device device, Op op);
 
 /// The registered backends' names, in registration order.
 std::vector<std::string> backend_names();

@@ -122,6 +122,8 @@ bool device_runs_weights(Device device, DType dtype) {
          be.supports(Op::embedding, dtype_key({DType::U32, dtype}));
 }
 
+bool device_runs_op(Device device, Op op) { return backend_for(device).supports(op); }
+
 void set_device_setting(Device device, const std::string& name, const std::string& value) {
   backend_for(device).set_setting(name, value);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "forge/device_queue.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
@@ -47,10 +48,12 @@ GreedyDecoder::GreedyDecoder(const Model& model, KVCache& cache, uint32_t token,
     fail(ErrorKind::Range, std::to_string(max_steps) + " steps after " + std::to_string(start_) +
                                " cached positions: the cache has room for " +
                                std::to_string(cache.capacity_ - start_));
-  // On a device with a queue the steps go ahead of the host even where they are not
-  // replayed (WebGPU: run() records the step's ops again): the host records step n + 1
-  // while the device runs step n.
-  if (max_steps > 0 && (RecordedStep::replays_on(model.device()) || model.device() != Device::cpu()))
+  // On a GPU the steps go ahead of the host even where they are not replayed (WebGPU: run()
+  // records the step's ops again), so the host records step n + 1 while the device runs
+  // step n; the step's attention reads its position on the device (attention_at).
+  const Device d = model.device();
+  if (max_steps > 0 && (RecordedStep::replays_on(d) ||
+                        (!d.is_cpu() && device_runs_op(d, Op::attention_at))))
     graph_ = model.decode_graph(cache, /*greedy=*/true);
 }
 
