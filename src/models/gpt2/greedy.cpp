@@ -2,10 +2,10 @@
 //
 // On a GPU, a step is the cache's greedy step (replayed where the device can, recorded again
 // by each run elsewhere): the decode step, then the argmax of its logits written over its
-// own input token. The host writes only the
-// position before each replay and reads the chosen token back without waiting for the steps
-// queued after it (read_async), so next() queues step n + 1 and then waits for step n: the
-// device goes from one step to the next while the host handles the token.
+// own input token. The host writes only the position before each run and reads the chosen
+// token back without waiting for the steps queued after it (read_async), so next() queues
+// step n + 1 and then waits for step n: the device goes from one step to the next while the
+// host handles the token.
 #include <chrono>
 #include <deque>
 #include <string>
