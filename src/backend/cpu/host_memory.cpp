@@ -16,8 +16,10 @@ namespace {
 // Blocks from 256 KiB up are "large": mapped directly (starting on a 2 MiB boundary) and
 // recycled. Their size class is rounded to 64 KiB, not 2 MiB: a partly used huge page would
 // be resident in full, and GPT-2's weight matrices would waste ~40 MB that way.
-// Under AddressSanitizer every block goes through malloc, so that ASan sees overruns.
-#if defined(__SANITIZE_ADDRESS__)
+// Under AddressSanitizer every block goes through malloc, so that ASan sees overruns. So it
+// does in wasm: its memory has no huge pages and never shrinks, and emscripten's mmap (a
+// JavaScript system call, run on the main thread) blocks in a build with threads.
+#if defined(__SANITIZE_ADDRESS__) || defined(__EMSCRIPTEN__)
 constexpr size_t kLargeMin = SIZE_MAX;
 #else
 constexpr size_t kLargeMin = size_t{256} << 10;
