@@ -4,6 +4,7 @@
 //   node web/run_wasm.mjs build-wasm/forge.js generate --device webgpu ...
 // Exits with the program's status.
 import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { gpuDevice } from './gpu_node.mjs';
 
@@ -21,6 +22,9 @@ await createForgeProgram({
   preRun: [(mod) => {
     for (const [k, v] of Object.entries(process.env)) if (k.startsWith('FORGE_')) mod.ENV[k] = v;
   }],
+  // A build with threads (build-wasm-mt/) makes its workers up front: one per CPU thread
+  // besides the caller's.
+  forgeWorkers: Math.max(0, (Number(process.env.FORGE_NUM_THREADS) || availableParallelism()) - 1),
   forgeGpuDevice: gpu?.device,
   forgeGpuAdapterName: gpu?.name,
   // The program's exit: the device is destroyed and stdout drained before node exits (an
