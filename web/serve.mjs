@@ -1,10 +1,13 @@
 // forge's page server (scripts/web.sh runs it): the page (web/page/), the browser module
-// (build-wasm/forge_web.js + .wasm) and, with --model, one model's files, on 127.0.0.1 with
+// (build-wasm/forge_web.js + .wasm, and its threads build build-wasm-mt/forge_web_mt.js +
+// .wasm + .worker.js where it exists) and, with --model, one model's files, on 127.0.0.1 with
 // the cross-origin isolation headers (COOP/COEP) that wasm threads need.
 //
 //   node web/serve.mjs [--model DIR|FILE.gguf] [--port 8080] [--host 127.0.0.1] [--build DIR]
 //
-// Routes: /  /app.js  /worker.js ... (the page); /forge_web.js, /forge_web.wasm;
+// --build DIR names the single-threaded build; the threads build is DIR-mt beside it.
+// Routes: /  /app.js  /worker.js ... (the page); /forge_web.js, /forge_web.wasm,
+// /forge_web_mt.js, /forge_web_mt.wasm, /forge_web_mt.worker.js (404 without the threads build);
 // /model/manifest.json ({name, kind: "folder"|"gguf", version, files: [{name, size}]}, 404
 // without --model); /model/files/NAME (only the manifest's files). Prints the URL once
 // listening ("forge web: http://HOST:PORT/"); --port 0 picks a free port.
@@ -69,6 +72,12 @@ for (const name of ['forge_web.js', 'forge_web.wasm']) {
   const p = join(args.build, name);
   if (!existsSync(p)) die(`${p} is missing: build it with bash scripts/build_wasm.sh`);
   statics.set('/' + name, p);
+}
+// Without the threads build the page runs on one CPU thread (its worker falls back).
+const threadsBuild = `${args.build.replace(/\/+$/, '')}-mt`;
+for (const name of ['forge_web_mt.js', 'forge_web_mt.wasm', 'forge_web_mt.worker.js']) {
+  const p = join(threadsBuild, name);
+  if (existsSync(p)) statics.set('/' + name, p);
 }
 const model = args.model ? modelManifest(args.model) : null;
 

@@ -4,7 +4,8 @@
 //
 //   forge_web_load(path, device)         0, or 1 with forge_web_error() saying why
 //   forge_web_load_preset(name, seed, device)  a random model of a preset's shapes (benchmarks)
-//   forge_web_info()                     JSON: device, adapter, dtype, sizes of the model
+//   forge_web_info()                     JSON: device, adapter, dtype, sizes of the model, and
+//                                        the CPU threads (1 unless it is the threads build)
 //   forge_web_generate(prompt, options)  0 or 1 (options.prompt_ids, when given, is the prompt
 //                                        instead of the text); streams ids and text through
 //                                        Module.onForgeToken / onForgeText; forge_web_result()
@@ -29,6 +30,7 @@
 #include "forge/error.h"
 #include "forge/generate.h"
 #include "forge/gpt2.h"
+#include "forge/threads.h"
 #include "forge/tokenizer.h"
 
 namespace {
@@ -135,7 +137,8 @@ EMSCRIPTEN_KEEPALIVE const char* forge_web_info() {
          {"n_embd", c.n_embd},
          {"n_ctx", c.n_ctx},
          {"vocab_size", c.vocab_size},
-         {"tokenizer", s.tokenizer.has_value()}};
+         {"tokenizer", s.tokenizer.has_value()},
+         {"threads", forge::num_threads()}};
   }
   s.out = j.dump();
   return s.out.c_str();

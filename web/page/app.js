@@ -1,8 +1,9 @@
 // The page's thread: controls and display only. Models load and generate in worker.js.
 // window.forge holds what the page knows (device, model, the last result), for people
 // poking at it in the console and for web/tests/page.test.mjs.
-// URL options: ?device=cpu (the wasm CPU backend even with WebGPU), ?autoload=0 (do not load
-// the served model on opening).
+// URL options: ?device=cpu (the wasm CPU backend even with WebGPU), ?threads=N (the CPU's
+// threads; default: all the browser reports, where the page is cross-origin isolated),
+// ?autoload=0 (do not load the served model on opening).
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -64,7 +65,7 @@ worker.onmessage = (e) => {
   const m = e.data;
   switch (m.type) {
     case 'ready':
-      Object.assign(state, { ready: true, device: m.device, gpu: m.gpu, notice: m.notice, limits: m.limits });
+      Object.assign(state, { ready: true, device: m.device, gpu: m.gpu, notice: m.notice, limits: m.limits, threads: m.threads });
       $('device').textContent = m.gpu ? `WebGPU: ${m.device}` : m.device;
       if (m.notice) { $('notice').textContent = m.notice; $('notice').hidden = false; }
       setBusy(false);
@@ -158,4 +159,5 @@ $('prompt').addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey) && !$('generate').disabled) $('generate').click();
 });
 
-worker.postMessage({ type: 'start', device: params.get('device') === 'cpu' ? 'cpu' : 'auto' });
+worker.postMessage({ type: 'start', device: params.get('device') === 'cpu' ? 'cpu' : 'auto',
+  threads: params.has('threads') ? Number(params.get('threads')) : undefined });

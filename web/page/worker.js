@@ -1,6 +1,10 @@
-// forge's Web Worker: it owns the wasm module (forge_web.js) and the GPU device, loads models
-// and generates, so the page's thread never waits on either. Messages in (from app.js):
-//   {type: 'start', device: 'auto' | 'cpu'}
+// forge's Web Worker: it owns the wasm module and the GPU device, loads models and generates,
+// so the page's thread never waits on either. The module is forge_web.js, or on the CPU of a
+// cross-origin isolated page its threads build forge_web_mt.js (shared memory, and a pool of
+// Web Workers of its own). Messages in (from app.js):
+//   {type: 'start', device: 'auto' | 'cpu', threads}  threads: the CPU's (default: the
+//                                                  browser's hardwareConcurrency; 1 without
+//                                                  cross-origin isolation)
 //   {type: 'load-served'}                          the model scripts/web.sh -m serves
 //   {type: 'load-files', files: [File]}            an HF folder's files or one .gguf file
 //   {type: 'load-preset', name, seed}              a random model of a preset's shapes (bench/)
@@ -8,7 +12,7 @@
 //   {type: 'stop'}
 // Messages out: ready, progress, loaded, token, text, done, error (each with its fields).
 'use strict';
-importScripts('gpu_device.cjs', 'model_cache.js', 'forge_web.js');
+importScripts('gpu_device.cjs', 'model_cache.js');
 
 let forge = null;   // the module
 let onGpu = false;  // the model runs on WebGPU (else the wasm CPU backend)
@@ -43,9 +47,44 @@ async function gpuDevice() {
   }
 }
 
+// The CPU threads to run on: shared memory, which threads need, exists only in a
+// cross-origin isolated page (scripts/web.sh's server sends the COOP/COEP headers).
+function cpuThreads(asked) {
+  if (!self.crossOriginIsolated) return 1;
+  const n = Number.isInteger(asked) && asked > 0 ? asked : navigator.hardwareConcurrency || 1;
+  return Math.min(n, 64);
+}
+
+// The module to run: the threads build for more than one CPU thread, where the server has it
+// (a 404 makes importScripts throw), else the single-threaded one. Resolves to
+// {create, threads, extra} with extra the threads build's own settings.
+function pickModule(gpu, threads) {
+  if (!gpu.device && threads > 1) {
+    try {
+      importScripts('forge_web_mt.js');
+      return {
+        create: createForgeWebThreads,
+        threads,
+        extra: {
+          // Its workers load this script by URL (a worker's own location is worker.js's).
+          mainScriptUrlOrBlob: new URL('forge_web_mt.js', self.location.href).href,
+          forgeWorkers: threads - 1,
+          preRun: [(mod) => { mod.ENV.FORGE_NUM_THREADS = String(threads); }],
+        },
+      };
+    } catch (e) {
+      console.warn(`forge: no threads build (${e.message}); running on one CPU thread`);
+    }
+  }
+  importScripts('forge_web.js');
+  return { create: createForgeWeb, threads: 1, extra: {} };
+}
+
 async function start(msg) {
   const gpu = msg.device === 'cpu' ? { notice: '' } : await gpuDevice();
-  forge = await createForgeWeb({
+  const picked = pickModule(gpu, cpuThreads(msg.threads));
+  forge = await picked.create({
+    ...picked.extra,
     forgeGpuDevice: gpu.device,
     forgeGpuAdapterName: gpu.name,
     onForgeToken: (id) => post('token', { id }),
@@ -60,7 +99,8 @@ async function start(msg) {
   onGpu = Boolean(gpu.device);
   const limits = onGpu ? { maxBufferSize: gpu.device.limits.maxBufferSize,
     maxStorageBufferBindingSize: gpu.device.limits.maxStorageBufferBindingSize } : null;
-  post('ready', { gpu: onGpu, device: onGpu ? gpu.name : 'CPU (wasm)', notice: gpu.notice || '', limits });
+  const cpu = picked.threads > 1 ? `CPU (wasm, ${picked.threads} threads)` : 'CPU (wasm)';
+  post('ready', { gpu: onGpu, device: onGpu ? gpu.name : cpu, threads: picked.threads, notice: gpu.notice || '', limits });
 }
 
 // The last path component of a picked file (a folder pick names files "folder/file").

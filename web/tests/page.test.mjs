@@ -134,21 +134,35 @@ test('WebGPU: a llama.cpp GGUF file (q8_0 weights and its own tokenizer) gives t
   await context.close();
 });
 
-test('no WebGPU: the fallback notice, and the wasm CPU backend gives the native text', async () => {
-  const url = await serve(model);
-  const context = await browserCpu.newContext();
-  const { page } = await open(context, url);
-  assert.equal(await page.textContent('#device'), 'CPU (wasm)');
-  assert.match(await page.textContent('#notice'), /forge runs on the CPU \(wasm\)/);
-  assert.equal(await page.isVisible('#notice'), true);
-  const want = native(model, 40);
-  const { text, result } = await generate(page, 40);
-  assert.equal(text, want.text);
-  assert.deepEqual(result.ids, want.ids);
-  assert.equal(result.device, undefined);  // the CPU counts no dispatches
-  await page.screenshot({ path: join(shots, 'page-cpu.png'), fullPage: true });
-  await context.close();
-});
+// Without WebGPU the page runs on the CPU: on the served page (cross-origin isolated) the
+// threads build with ?threads=N workers, and with ?threads=1 the single-threaded build. Both
+// must give the native CLI's single-threaded text and ids: forge's CPU results do not depend
+// on the thread count.
+for (const threads of [2, 1]) {
+  test(`no WebGPU: the fallback notice, and the wasm CPU backend on ${threads} thread(s) gives the native text`, async () => {
+    const url = await serve(model);
+    const context = await browserCpu.newContext();
+    const requests = [];
+    context.on('request', (r) => requests.push(new URL(r.url()).pathname));
+    const { page } = await open(context, `${url}?threads=${threads}`);
+    assert.equal(await page.evaluate(() => self.crossOriginIsolated), true);
+    assert.equal(await page.textContent('#device'), threads > 1 ? `CPU (wasm, ${threads} threads)` : 'CPU (wasm)');
+    assert.equal(await page.evaluate(() => window.forge.model.info.threads), threads);
+    // The module that ran: the threads build (with its pthread workers' script) or the other.
+    assert.equal(requests.includes('/forge_web_mt.wasm'), threads > 1, requests.join(' '));
+    assert.equal(requests.includes('/forge_web_mt.worker.js'), threads > 1, requests.join(' '));
+    assert.equal(requests.includes('/forge_web.wasm'), threads === 1, requests.join(' '));
+    assert.match(await page.textContent('#notice'), /forge runs on the CPU \(wasm\)/);
+    assert.equal(await page.isVisible('#notice'), true);
+    const want = native(model, 40);
+    const { text, result } = await generate(page, 40);
+    assert.equal(text, want.text);
+    assert.deepEqual(result.ids, want.ids);
+    assert.equal(result.device, undefined);  // the CPU counts no dispatches
+    if (threads > 1) await page.screenshot({ path: join(shots, 'page-cpu.png'), fullPage: true });
+    await context.close();
+  });
+}
 
 test('a second visit loads the weights from OPFS: no model file is fetched again', async () => {
   const url = await serve(model);
