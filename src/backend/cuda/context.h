@@ -1,0 +1,81 @@
+// One GPU's primary context (the one cuBLASLt's built-in runtime also uses), device memory,
+// modules loaded from compiled kernels, and launches. The first pieces of the CUDA backend:
+// the kernels of the op table will run through these.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/driver.h"
+
+namespace forge::cuda {
+
+/// cuda:N's primary context, retained for this object's life. Every call below makes it
+/// current on the calling thread first. Throws Error(Device) for an N the driver lacks.
+class Context {
+ public:
+  explicit Context(int ordinal);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int ordinal() const { return ordinal_; }
+  /// The architecture NVRTC compiles for, e.g. "sm_90".
+  const std::string& arch() const { return arch_; }
+  void make_current() const;
+  /// Waits for all work queued on the device.
+  void synchronize() const;
+
+ private:
+  int ordinal_ = 0;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  std::string arch_;
+};
+
+/// Device memory of a fixed size, freed with this object.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(const Context& context, size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr address() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  /// Synchronous copies of `bytes` from or to the host (at most bytes()).
+  void upload(const void* src, size_t bytes);
+  void download(void* dst, size_t bytes) const;
+
+ private:
+  const Context& context_;
+  CUdeviceptr ptr_ = 0;
+  size_t bytes_ = 0;
+};
+
+/// A module loaded from a cubin or PTX image (nvrtc_compile's), unloaded with this object.
+class Module {
+ public:
+  Module(const Context& context, const std::vector<char>& image);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// An extern "C" __global__ function of the module; throws Error(Backend) naming it.
+  CUfunction function(const char* name) const;
+
+ private:
+  const Context& context_;
+  CUmodule module_ = nullptr;
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+/// Queues fn on the context's default stream. params[i] points to the i-th argument.
+void launch(const Context& context, CUfunction fn, Dim3 grid, Dim3 block, size_t shared_bytes,
+            void** params);
+
+}  // namespace forge::cuda

@@ -1,0 +1,68 @@
+// The NVIDIA driver (libcuda.so.1), loaded at run time and initialised once per process,
+// and the GPUs it reports. Nothing here needs CUDA at build time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/driver_api.h"
+
+namespace forge::cuda {
+
+/// The driver's entry points (driver_api.h), resolved from libcuda.so.1.
+struct Driver {
+  cuInit_t init = nullptr;
+  cuDriverGetVersion_t driver_get_version = nullptr;
+  cuGetErrorName_t get_error_name = nullptr;
+  cuGetErrorString_t get_error_string = nullptr;
+  cuDeviceGetCount_t device_get_count = nullptr;
+  cuDeviceGet_t device_get = nullptr;
+  cuDeviceGetName_t device_get_name = nullptr;
+  cuDeviceGetAttribute_t device_get_attribute = nullptr;
+  cuDeviceTotalMem_t device_total_mem = nullptr;
+  cuDevicePrimaryCtxRetain_t primary_ctx_retain = nullptr;
+  cuDevicePrimaryCtxRelease_t primary_ctx_release = nullptr;
+  cuCtxSetCurrent_t ctx_set_current = nullptr;
+  cuCtxSynchronize_t ctx_synchronize = nullptr;
+  cuModuleLoadData_t module_load_data = nullptr;
+  cuModuleUnload_t module_unload = nullptr;
+  cuModuleGetFunction_t module_get_function = nullptr;
+  cuMemAlloc_t mem_alloc = nullptr;
+  cuMemFree_t mem_free = nullptr;
+  cuMemcpyHtoD_t memcpy_htod = nullptr;
+  cuMemcpyDtoH_t memcpy_dtoh = nullptr;
+  cuLaunchKernel_t launch_kernel = nullptr;
+  int version = 0;  // cuDriverGetVersion: 1000 * major + 10 * minor (13000 is CUDA 13.0)
+};
+
+/// The loaded and initialised driver. Throws Error(Device) naming the cause: no
+/// libcuda.so.1 (no NVIDIA driver), a symbol missing, or cuInit failing (e.g. no device).
+/// The first call decides; later calls return the same driver or throw the same error.
+const Driver& driver();
+
+/// "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)": the driver's own name and
+/// text where it is loaded, else the name of a value forge knows, else "CUDA error N".
+std::string result_text(CUresult r);
+
+/// Throws Error(Backend) "cuda: <call>: <result_text>" unless r is CUDA_SUCCESS.
+void check(CUresult r, const char* call);
+
+/// One GPU as the driver reports it.
+struct GpuInfo {
+  int ordinal = 0;
+  std::string name;
+  uint64_t memory_bytes = 0;
+  int compute_major = 0, compute_minor = 0;
+  int multiprocessors = 0;
+};
+
+/// The GPUs, or none with the reason in `why_none` ("" when there are GPUs). Never throws:
+/// `forge devices` lists what there is.
+struct GpuList {
+  std::vector<GpuInfo> gpus;
+  std::string why_none;
+};
+GpuList list_gpus();
+
+}  // namespace forge::cuda

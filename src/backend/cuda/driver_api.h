@@ -1,0 +1,60 @@
+// The part of the CUDA driver API (cuda.h) that forge calls, declared here so that forge
+// builds without CUDA's headers: opaque handles, int enums and the exported symbols'
+// signatures. Values are NVIDIA's (cuda.h of CUDA 12.6 and 13.0; docs/CUDA_PLAN.md). The
+// symbols are looked up by their exported names, which carry a version suffix where cuda.h
+// maps a name to a newer entry point (cuDeviceTotalMem -> cuDeviceTotalMem_v2).
+#pragma once
+
+#include <cstddef>
+
+namespace forge::cuda {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+
+// CUresult values named in forge's messages (cuGetErrorName names the rest).
+inline constexpr CUresult CUDA_SUCCESS = 0;
+inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+inline constexpr CUresult CUDA_ERROR_OUT_OF_MEMORY = 2;
+inline constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
+inline constexpr CUresult CUDA_ERROR_NO_DEVICE = 100;
+inline constexpr CUresult CUDA_ERROR_INVALID_DEVICE = 101;
+inline constexpr CUresult CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803;
+inline constexpr CUresult CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804;
+
+// CUdevice_attribute values.
+inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
+inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+
+// Exported entry points (name in the comment where it differs from the type's).
+using cuInit_t = CUresult (*)(unsigned flags);
+using cuDriverGetVersion_t = CUresult (*)(int* version);
+using cuGetErrorName_t = CUresult (*)(CUresult, const char** name);
+using cuGetErrorString_t = CUresult (*)(CUresult, const char** text);
+using cuDeviceGetCount_t = CUresult (*)(int* count);
+using cuDeviceGet_t = CUresult (*)(CUdevice* device, int ordinal);
+using cuDeviceGetName_t = CUresult (*)(char* name, int length, CUdevice);
+using cuDeviceGetAttribute_t = CUresult (*)(int* value, int attribute, CUdevice);
+using cuDeviceTotalMem_t = CUresult (*)(size_t* bytes, CUdevice);  // cuDeviceTotalMem_v2
+using cuDevicePrimaryCtxRetain_t = CUresult (*)(CUcontext*, CUdevice);
+using cuDevicePrimaryCtxRelease_t = CUresult (*)(CUdevice);  // cuDevicePrimaryCtxRelease_v2
+using cuCtxSetCurrent_t = CUresult (*)(CUcontext);
+using cuCtxSynchronize_t = CUresult (*)();
+using cuModuleLoadData_t = CUresult (*)(CUmodule*, const void* image);
+using cuModuleUnload_t = CUresult (*)(CUmodule);
+using cuModuleGetFunction_t = CUresult (*)(CUfunction*, CUmodule, const char* name);
+using cuMemAlloc_t = CUresult (*)(CUdeviceptr*, size_t bytes);                // cuMemAlloc_v2
+using cuMemFree_t = CUresult (*)(CUdeviceptr);                                // cuMemFree_v2
+using cuMemcpyHtoD_t = CUresult (*)(CUdeviceptr, const void*, size_t bytes);  // cuMemcpyHtoD_v2
+using cuMemcpyDtoH_t = CUresult (*)(void*, CUdeviceptr, size_t bytes);        // cuMemcpyDtoH_v2
+using cuLaunchKernel_t = CUresult (*)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                                      unsigned block_x, unsigned block_y, unsigned block_z,
+                                      unsigned shared_bytes, CUstream, void** params, void** extra);
+
+}  // namespace forge::cuda
