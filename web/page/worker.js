@@ -56,7 +56,7 @@ function cpuThreads(asked) {
 }
 
 // The module to run: the threads build for more than one CPU thread, where the server has it
-// (a 404 makes importScripts throw), else the single-threaded one. Resolves to
+// (a 404 makes importScripts throw), else the single-threaded one. Returns
 // {create, threads, extra} with extra the threads build's own settings.
 function pickModule(gpu, threads) {
   if (!gpu.device && threads > 1) {
