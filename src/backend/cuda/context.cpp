@@ -22,10 +22,19 @@ Context::Context(int ordinal) : ordinal_(ordinal) {
         "cuDeviceGetAttribute");
   arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
   check(d.primary_ctx_retain(&context_, device_), "cuDevicePrimaryCtxRetain");
+  make_current();
+  const CUresult r = d.stream_create(&stream_, CU_STREAM_NON_BLOCKING);
+  if (r != CUDA_SUCCESS) {
+    d.primary_ctx_release(device_);
+    check(r, "cuStreamCreate");
+  }
 }
 
 Context::~Context() {
   const Driver& d = driver();
+  d.ctx_set_current(context_);
+  d.stream_synchronize(stream_);
+  d.stream_destroy(stream_);
   d.primary_ctx_release(device_);
 }
 
@@ -33,7 +42,7 @@ void Context::make_current() const { check(driver().ctx_set_current(context_), "
 
 void Context::synchronize() const {
   make_current();
-  check(driver().ctx_synchronize(), "cuCtxSynchronize");
+  check(driver().stream_synchronize(stream_), "cuStreamSynchronize");
 }
 
 DeviceBuffer::DeviceBuffer(const Context& context, size_t bytes)
@@ -44,6 +53,7 @@ DeviceBuffer::DeviceBuffer(const Context& context, size_t bytes)
 
 DeviceBuffer::~DeviceBuffer() {
   context_.make_current();
+  driver().stream_synchronize(context_.stream());  // no queued kernel may still use it
   driver().mem_free(ptr_);
 }
 
@@ -52,7 +62,8 @@ void DeviceBuffer::upload(const void* src, size_t bytes) {
     throw Error(ErrorKind::Backend, "cuda: an upload of " + std::to_string(bytes) +
                                         " bytes into a buffer of " + std::to_string(bytes_));
   context_.make_current();
-  check(driver().memcpy_htod(ptr_, src, bytes), "cuMemcpyHtoD_v2");
+  check(driver().memcpy_htod_async(ptr_, src, bytes, context_.stream()), "cuMemcpyHtoDAsync_v2");
+  context_.synchronize();
 }
 
 void DeviceBuffer::download(void* dst, size_t bytes) const {
@@ -60,7 +71,8 @@ void DeviceBuffer::download(void* dst, size_t bytes) const {
     throw Error(ErrorKind::Backend, "cuda: a download of " + std::to_string(bytes) +
                                         " bytes from a buffer of " + std::to_string(bytes_));
   context_.make_current();
-  check(driver().memcpy_dtoh(dst, ptr_, bytes), "cuMemcpyDtoH_v2");
+  check(driver().memcpy_dtoh_async(dst, ptr_, bytes, context_.stream()), "cuMemcpyDtoHAsync_v2");
+  context_.synchronize();
 }
 
 Module::Module(const Context& context, const std::vector<char>& image) : context_(context) {
@@ -86,7 +98,8 @@ void launch(const Context& context, CUfunction fn, Dim3 grid, Dim3 block, size_t
             void** params) {
   context.make_current();
   check(driver().launch_kernel(fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                               static_cast<unsigned>(shared_bytes), nullptr, params, nullptr),
+                               static_cast<unsigned>(shared_bytes), context.stream(), params,
+                               nullptr),
         "cuLaunchKernel");
 }
 

@@ -11,8 +11,10 @@
 
 namespace forge::cuda {
 
-/// cuda:N's primary context, retained for this object's life. Every call below makes it
-/// current on the calling thread first. Throws Error(Device) for an N the driver lacks.
+/// cuda:N's primary context, retained for this object's life, and the one stream all of
+/// forge's work on the device is queued on (in order, so a buffer freed to the cache may be
+/// reused by the next call without a wait). Every call below makes the context current on
+/// the calling thread first. Throws Error(Device) for an N the driver lacks.
 class Context {
  public:
   explicit Context(int ordinal);
@@ -23,14 +25,17 @@ class Context {
   int ordinal() const { return ordinal_; }
   /// The architecture NVRTC compiles for, e.g. "sm_90".
   const std::string& arch() const { return arch_; }
+  CUdevice device() const { return device_; }
+  CUstream stream() const { return stream_; }
   void make_current() const;
-  /// Waits for all work queued on the device.
+  /// Waits for all work queued on the stream.
   void synchronize() const;
 
  private:
   int ordinal_ = 0;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
   std::string arch_;
 };
 
@@ -44,7 +49,8 @@ class DeviceBuffer {
 
   CUdeviceptr address() const { return ptr_; }
   size_t bytes() const { return bytes_; }
-  /// Synchronous copies of `bytes` from or to the host (at most bytes()).
+  /// Copies of `bytes` from or to the host (at most bytes()), in the stream's order; they
+  /// return when the host memory may be reused.
   void upload(const void* src, size_t bytes);
   void download(void* dst, size_t bytes) const;
 
@@ -74,7 +80,7 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
-/// Queues fn on the context's default stream. params[i] points to the i-th argument.
+/// Queues fn on the context's stream. params[i] points to the i-th argument.
 void launch(const Context& context, CUfunction fn, Dim3 grid, Dim3 block, size_t shared_bytes,
             void** params);
 

@@ -24,15 +24,27 @@ struct Driver {
   cuDevicePrimaryCtxRetain_t primary_ctx_retain = nullptr;
   cuDevicePrimaryCtxRelease_t primary_ctx_release = nullptr;
   cuCtxSetCurrent_t ctx_set_current = nullptr;
-  cuCtxSynchronize_t ctx_synchronize = nullptr;
   cuModuleLoadData_t module_load_data = nullptr;
   cuModuleUnload_t module_unload = nullptr;
   cuModuleGetFunction_t module_get_function = nullptr;
   cuMemAlloc_t mem_alloc = nullptr;
   cuMemFree_t mem_free = nullptr;
-  cuMemcpyHtoD_t memcpy_htod = nullptr;
-  cuMemcpyDtoH_t memcpy_dtoh = nullptr;
   cuLaunchKernel_t launch_kernel = nullptr;
+  cuMemGetInfo_t mem_get_info = nullptr;
+  cuMemcpyHtoDAsync_t memcpy_htod_async = nullptr;
+  cuMemcpyDtoHAsync_t memcpy_dtoh_async = nullptr;
+  cuMemcpyDtoDAsync_t memcpy_dtod_async = nullptr;
+  cuMemsetD8Async_t memset_d8_async = nullptr;
+  cuMemAllocHost_t mem_alloc_host = nullptr;
+  cuMemFreeHost_t mem_free_host = nullptr;
+  cuStreamCreate_t stream_create = nullptr;
+  cuStreamDestroy_t stream_destroy = nullptr;
+  cuStreamSynchronize_t stream_synchronize = nullptr;
+  cuEventCreate_t event_create = nullptr;
+  cuEventRecord_t event_record = nullptr;
+  cuEventSynchronize_t event_synchronize = nullptr;
+  cuEventDestroy_t event_destroy = nullptr;
+  cuFuncSetAttribute_t func_set_attribute = nullptr;
   int version = 0;  // cuDriverGetVersion: 1000 * major + 10 * minor (13000 is CUDA 13.0)
 };
 

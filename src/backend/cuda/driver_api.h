@@ -16,6 +16,7 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
 
 // CUresult values named in forge's messages (cuGetErrorName names the rest).
 inline constexpr CUresult CUDA_SUCCESS = 0;
@@ -31,6 +32,12 @@ inline constexpr CUresult CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804;
 inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+
+// Flags and attributes.
+inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
+inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
+inline constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
 // Exported entry points (name in the comment where it differs from the type's).
 using cuInit_t = CUresult (*)(unsigned flags);
@@ -45,14 +52,29 @@ using cuDeviceTotalMem_t = CUresult (*)(size_t* bytes, CUdevice);  // cuDeviceTo
 using cuDevicePrimaryCtxRetain_t = CUresult (*)(CUcontext*, CUdevice);
 using cuDevicePrimaryCtxRelease_t = CUresult (*)(CUdevice);  // cuDevicePrimaryCtxRelease_v2
 using cuCtxSetCurrent_t = CUresult (*)(CUcontext);
-using cuCtxSynchronize_t = CUresult (*)();
 using cuModuleLoadData_t = CUresult (*)(CUmodule*, const void* image);
 using cuModuleUnload_t = CUresult (*)(CUmodule);
 using cuModuleGetFunction_t = CUresult (*)(CUfunction*, CUmodule, const char* name);
-using cuMemAlloc_t = CUresult (*)(CUdeviceptr*, size_t bytes);                // cuMemAlloc_v2
-using cuMemFree_t = CUresult (*)(CUdeviceptr);                                // cuMemFree_v2
-using cuMemcpyHtoD_t = CUresult (*)(CUdeviceptr, const void*, size_t bytes);  // cuMemcpyHtoD_v2
-using cuMemcpyDtoH_t = CUresult (*)(void*, CUdeviceptr, size_t bytes);        // cuMemcpyDtoH_v2
+using cuMemAlloc_t = CUresult (*)(CUdeviceptr*, size_t bytes);     // cuMemAlloc_v2
+using cuMemFree_t = CUresult (*)(CUdeviceptr);                     // cuMemFree_v2
+using cuMemGetInfo_t = CUresult (*)(size_t* free, size_t* total);  // cuMemGetInfo_v2
+using cuMemcpyHtoDAsync_t = CUresult (*)(CUdeviceptr, const void*, size_t,
+                                         CUstream);  // cuMemcpyHtoDAsync_v2
+using cuMemcpyDtoHAsync_t = CUresult (*)(void*, CUdeviceptr, size_t,
+                                         CUstream);  // cuMemcpyDtoHAsync_v2
+using cuMemcpyDtoDAsync_t = CUresult (*)(CUdeviceptr, CUdeviceptr, size_t,
+                                         CUstream);  // cuMemcpyDtoDAsync_v2
+using cuMemsetD8Async_t = CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream);
+using cuMemAllocHost_t = CUresult (*)(void** host, size_t bytes);  // cuMemAllocHost_v2
+using cuMemFreeHost_t = CUresult (*)(void* host);
+using cuStreamCreate_t = CUresult (*)(CUstream*, unsigned flags);
+using cuStreamDestroy_t = CUresult (*)(CUstream);  // cuStreamDestroy_v2
+using cuStreamSynchronize_t = CUresult (*)(CUstream);
+using cuEventCreate_t = CUresult (*)(CUevent*, unsigned flags);
+using cuEventRecord_t = CUresult (*)(CUevent, CUstream);
+using cuEventSynchronize_t = CUresult (*)(CUevent);
+using cuEventDestroy_t = CUresult (*)(CUevent);  // cuEventDestroy_v2
+using cuFuncSetAttribute_t = CUresult (*)(CUfunction, int attribute, int value);
 using cuLaunchKernel_t = CUresult (*)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                       unsigned block_x, unsigned block_y, unsigned block_z,
                                       unsigned shared_bytes, CUstream, void** params, void** extra);
