@@ -1,0 +1,39 @@
+// Flat elementwise kernels: add (with row broadcast), GELU and its backward, scale, dropout.
+// All are grid-stride loops over n elements: block 256, grid min(ceil(n / 256), 65536).
+// Tensors are contiguous fp32 and are treated as flat arrays of n elements.
+
+// a, out: [n]; b: [n] or [bn] (a row vector added to every row of a, bn = a's last dim).
+// out may equal a (add_ in place): each element is read before it is written, by one thread.
+extern "C" __global__ void forge_add(const float* a, const float* b, float* out, i64 n, i64 bn) {
+  if (bn == n) {
+    FORGE_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+  } else {
+    FORGE_GRID_STRIDE(i, n) out[i] = a[i] + b[i % bn];
+  }
+}
+
+// x, out: [n]; out = gelu(x), the tanh form (common.cuh).
+extern "C" __global__ void forge_gelu(const float* x, float* out, i64 n) {
+  FORGE_GRID_STRIDE(i, n) out[i] = forge_gelu_f(x[i]);
+}
+
+// x, dy, dx: [n]; dx = dy * gelu'(x).
+extern "C" __global__ void forge_gelu_bwd(const float* x, const float* dy, float* dx, i64 n) {
+  FORGE_GRID_STRIDE(i, n) dx[i] = dy[i] * forge_gelu_grad(x[i]);
+}
+
+// x, out: [n]; out = x * s (out may equal x).
+extern "C" __global__ void forge_scale(const float* x, float* out, float s, i64 n) {
+  FORGE_GRID_STRIDE(i, n) out[i] = x[i] * s;
+}
+
+// x, out: [n]. Element i is kept iff (dropout_hash(seed, i) >> 8) >= threshold, and then
+// multiplied by scale = 1 / (1 - p) (formed on the host). The mask depends only on (seed, i),
+// so it is bit-identical to the CPU's whatever the launch shape.
+extern "C" __global__ void forge_dropout(const float* x, float* out, i64 n, u64 seed,
+                                         u32 threshold, float scale) {
+  FORGE_GRID_STRIDE(i, n) {
+    const bool keep = (forge_dropout_hash(seed, (u64)i) >> 8) >= threshold;
+    out[i] = keep ? x[i] * scale : 0.0f;
+  }
+}
