@@ -1,15 +1,35 @@
 # The CUDA backend's build, included by the top CMakeLists.txt (which includes every
-# src/backend/*/backend.cmake). Nothing of CUDA is needed to build it: the driver (and, as
-# the backend grows, NVRTC and cuBLASLt) is loaded at run time (docs/CUDA_PLAN.md says why).
-# So far it holds the run-time loading and the driver's GPU list, with their tests; it joins
-# FORGE_BACKENDS (and so the registry) once its kernels exist.
-option(FORGE_CUDA "Build the CUDA backend's code (it loads the NVIDIA driver at run time)" ON)
+# src/backend/*/backend.cmake). Nothing of CUDA is needed to build it: the driver, NVRTC and
+# cuBLASLt are loaded at run time, and the kernels (kernels/*.cu) are embedded as source and
+# compiled by NVRTC for the GPU at hand (docs/ARCHITECTURE.md, "The CUDA backend"). Without
+# a driver the backend lists no device, and its tests skip.
+option(FORGE_CUDA "Build the CUDA backend (it loads the NVIDIA driver at run time)" ON)
 if(EMSCRIPTEN OR NOT FORGE_CUDA OR NOT CMAKE_SYSTEM_NAME STREQUAL "Linux")
   return()
 endif()
 set(cuda_dir ${CMAKE_CURRENT_LIST_DIR})
+list(APPEND FORGE_BACKENDS cuda)
 file(GLOB cuda_sources CONFIGURE_DEPENDS ${cuda_dir}/*.cpp)
 list(APPEND FORGE_BACKEND_SOURCES ${cuda_sources})
 list(APPEND FORGE_BACKEND_LIBS ${CMAKE_DL_LIBS})
 file(GLOB cuda_tests CONFIGURE_DEPENDS ${cuda_dir}/tests/*.cpp)
 list(APPEND FORGE_BACKEND_TEST_SOURCES ${cuda_tests})
+
+file(GLOB cuda_kernels CONFIGURE_DEPENDS ${cuda_dir}/kernels/*.cu ${cuda_dir}/kernels/*.cuh)
+set(cuda_embedded ${CMAKE_CURRENT_BINARY_DIR}/cuda_kernels_source.cpp)
+add_custom_command(
+  OUTPUT ${cuda_embedded}
+  COMMAND ${CMAKE_COMMAND} -DKERNEL_DIR=${cuda_dir}/kernels -DOUT=${cuda_embedded}
+          -P ${cuda_dir}/embed_kernels.cmake
+  DEPENDS ${cuda_kernels} ${cuda_dir}/embed_kernels.cmake
+  COMMENT "embedding the CUDA kernels' source" VERBATIM)
+list(APPEND FORGE_BACKEND_SOURCES ${cuda_embedded})
+
+# The device-parameterized suites on CUDA devices, one ctest entry each (none run without a
+# GPU: the entries then pass with no case).
+function(forge_cuda_tests)
+  foreach(suite AllOps/OpReference AllOps/OpParity AllDevices/OpExact EveryDevice/DeviceE2E)
+    add_test(NAME ${suite}/cuda COMMAND forge_tests "--gtest_filter=${suite}.*/cuda_*")
+    set_tests_properties(${suite}/cuda PROPERTIES TIMEOUT 900)
+  endforeach()
+endfunction()

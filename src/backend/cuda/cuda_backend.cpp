@@ -1,0 +1,210 @@
+// The CUDA backend's storage and transfers, and the registry of CUDA devices.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "forge/error.h"
+
+namespace forge::cuda {
+namespace {
+
+const CudaStorage& cuda_storage(const Storage& s, const char* what) {
+  const auto* c = dynamic_cast<const CudaStorage*>(&s);
+  if (!c)
+    throw Error(ErrorKind::Device, std::string("cuda: ") + what + ": storage on " +
+                                       s.device().str() + " is not CUDA memory");
+  return *c;
+}
+
+void check_range(const Storage& s, size_t offset, size_t bytes, const char* what) {
+  if (offset > s.bytes() || bytes > s.bytes() - offset)
+    throw Error(ErrorKind::Backend, std::string("cuda: ") + what + " of " + std::to_string(bytes) +
+                                        " bytes at offset " + std::to_string(offset) +
+                                        " of a buffer of " + std::to_string(s.bytes()));
+}
+
+GpuInfo gpu_info(int ordinal) {
+  const GpuList list = list_gpus();
+  for (const GpuInfo& g : list.gpus)
+    if (g.ordinal == ordinal) return g;
+  throw Error(ErrorKind::Device, "cuda:" + std::to_string(ordinal) + ": no such GPU" +
+                                     (list.why_none.empty() ? "" : " (" + list.why_none + ")"));
+}
+
+DeviceInfo device_info_of(const GpuInfo& g) {
+  DeviceInfo info;
+  info.device = Device("cuda", g.ordinal);
+  info.name = g.name;
+  info.kind = "discrete-gpu";
+  info.memory_bytes = g.memory_bytes;
+  info.limits.emplace_back("compute capability",
+                           std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor));
+  info.limits.emplace_back("multiprocessors", std::to_string(g.multiprocessors));
+  return info;
+}
+
+}  // namespace
+
+CUdeviceptr address(const Tensor& t) {
+  return static_cast<const CudaStorage&>(*t.storage()).address() + t.byte_offset();
+}
+
+CudaBackend::CudaBackend(int ordinal)
+    : ordinal_(ordinal),
+      ctx_(std::make_unique<Context>(ordinal)),
+      allocator_(std::make_unique<Allocator>(*ctx_)),
+      kernels_(std::make_unique<Kernels>(*ctx_)),
+      gemm_(std::make_unique<Gemm>(*ctx_, *allocator_)) {
+  check(driver().device_get_attribute(&attention_smem_optin_,
+                                      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                      ctx_->device()),
+        "cuDeviceGetAttribute");
+  attention_smem_limit_ = 48 << 10;  // every kernel's default
+  if (const char* v = std::getenv("FORGE_CUDA_TF32"); v && *v) {
+    try {
+      set_setting("tf32", v);
+    } catch (const Error& e) {
+      throw Error(ErrorKind::Format, std::string("FORGE_CUDA_TF32: ") + e.what());
+    }
+  }
+  add_op_methods(*this);
+}
+
+CudaBackend::~CudaBackend() {
+  ctx_->synchronize();
+  gemm_.reset();
+  kernels_.reset();
+  allocator_.reset();
+}
+
+DeviceInfo CudaBackend::info() const {
+  DeviceInfo info = device_info_of(gpu_info(ordinal_));
+  size_t free = 0, total = 0;
+  ctx_->make_current();
+  if (driver().mem_get_info(&free, &total) == CUDA_SUCCESS)
+    info.limits.emplace_back("free memory", std::to_string(free >> 20) + " MiB");
+  info.limits.emplace_back("forge's memory",
+                           std::to_string(allocator_->bytes_in_use() >> 20) + " MiB in use, " +
+                               std::to_string(allocator_->bytes_cached() >> 20) + " MiB cached");
+  info.limits.emplace_back("shared memory per block (opt-in)",
+                           std::to_string(attention_smem_optin_ >> 10) + " KiB");
+  info.limits.emplace_back("matmul", tf32_ ? "TF32 tensor cores" : "fp32");
+  return info;
+}
+
+std::shared_ptr<Storage> CudaBackend::allocate(size_t bytes) {
+  return std::make_shared<CudaStorage>(Device("cuda", ordinal_), bytes, *allocator_);
+}
+
+std::shared_ptr<Storage> CudaBackend::allocate_zeros(size_t bytes) {
+  auto s = std::make_shared<CudaStorage>(Device("cuda", ordinal_), bytes, *allocator_);
+  if (bytes > 0) {
+    ctx_->make_current();
+    check(driver().memset_d8_async(s->address(), 0, bytes, ctx_->stream()), "cuMemsetD8Async");
+  }
+  return s;
+}
+
+void CudaBackend::write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) {
+  const CudaStorage& d = cuda_storage(dst, "write");
+  check_range(d, dst_offset, bytes, "a write");
+  if (bytes == 0) return;
+  ctx_->make_current();
+  // From pageable memory the call returns once the bytes are staged: src may be reused.
+  check(driver().memcpy_htod_async(d.address() + dst_offset, src, bytes, ctx_->stream()),
+        "cuMemcpyHtoDAsync_v2");
+}
+
+void CudaBackend::read(const Storage& src, size_t src_offset, void* dst, size_t bytes) {
+  const CudaStorage& s = cuda_storage(src, "read");
+  check_range(s, src_offset, bytes, "a read");
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  if (bytes == 0) return;
+  ctx_->make_current();
+  check(driver().memcpy_dtoh_async(dst, s.address() + src_offset, bytes, ctx_->stream()),
+        "cuMemcpyDtoHAsync_v2");
+  ctx_->synchronize();
+  waits_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void CudaBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
+                       size_t bytes) {
+  const CudaStorage& s = cuda_storage(src, "copy");
+  const CudaStorage& d = cuda_storage(dst, "copy");
+  check_range(s, src_offset, bytes, "a copy");
+  check_range(d, dst_offset, bytes, "a copy");
+  if (bytes == 0) return;
+  ctx_->make_current();
+  check(driver().memcpy_dtod_async(d.address() + dst_offset, s.address() + src_offset, bytes,
+                                   ctx_->stream()),
+        "cuMemcpyDtoDAsync_v2");
+}
+
+void CudaBackend::synchronize() {
+  ctx_->synchronize();
+  waits_.fetch_add(1, std::memory_order_relaxed);
+}
+
+DeviceStats CudaBackend::stats() const {
+  DeviceStats s;
+  s.counted = true;
+  // Kernels start as they are launched; the host's waits for them stand for the submits of
+  // a backend that batches its work (a decode step: one wait per token).
+  s.submits = waits_.load(std::memory_order_relaxed);
+  s.allocations = allocator_->device_allocations();
+  s.dispatches = kernels_->launches() + gemm_launches_.load(std::memory_order_relaxed);
+  s.reads = reads_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void CudaBackend::set_setting(const std::string& name, const std::string& value) {
+  if (name != "tf32")
+    throw Error(ErrorKind::Unsupported, "device cuda:" + std::to_string(ordinal_) +
+                                            " has no setting \"" + name + "\" (it has: tf32)");
+  if (value != "0" && value != "1")
+    throw Error(ErrorKind::Format,
+                "cuda setting tf32: \"" + value + "\" is not 0 (fp32 products) or 1 (TF32)");
+  tf32_ = value == "1";
+}
+
+std::string CudaBackend::setting(const std::string& name) const {
+  if (name != "tf32")
+    throw Error(ErrorKind::Unsupported, "device cuda:" + std::to_string(ordinal_) +
+                                            " has no setting \"" + name + "\" (it has: tf32)");
+  return tf32_ ? "1" : "0";
+}
+
+Backend& backend(int ordinal) {
+  static std::mutex mutex;
+  // Backends live until exit (tensors in static storage may outlive any teardown order).
+  static auto* backends = new std::map<int, std::unique_ptr<CudaBackend>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = backends->find(ordinal);
+  if (it != backends->end()) return *it->second;
+  auto b = std::make_unique<CudaBackend>(ordinal);
+  return *backends->emplace(ordinal, std::move(b)).first->second;
+}
+
+std::vector<DeviceInfo> device_infos() {
+  std::vector<DeviceInfo> out;
+  for (const GpuInfo& g : list_gpus().gpus) out.push_back(device_info_of(g));
+  return out;
+}
+
+}  // namespace forge::cuda
+
+namespace forge {
+
+// The one place that tells the registry about CUDA (FORGE_BACKEND(cuda), CMake).
+BackendRegistration cuda_backend_registration() {
+  BackendRegistration r;
+  r.name = "cuda";
+  r.indexed = true;
+  r.open = [](int index) -> Backend& { return cuda::backend(index); };
+  r.devices = [] { return cuda::device_infos(); };
+  return r;
+}
+
+}  // namespace forge

@@ -1,0 +1,92 @@
+// The CUDA backend: forge's kernels on NVIDIA GPUs, every op in fp32. Everything of CUDA is
+// loaded at run time (the driver, NVRTC for the kernels, cuBLASLt for the products), so the
+// same binary runs with or without a GPU (docs/ARCHITECTURE.md, "The CUDA backend").
+//   cuda_backend.cpp   storage, transfers, device registry
+//   cuda_matmul.cpp    matmul through cuBLASLt
+//   cuda_ops.cpp       the other kernels: grid, arguments, scratch memory
+//   kernels/*.cu       the kernels themselves (kernels.h compiles and launches them)
+// All work is queued on the context's one stream; reads wait for it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/memory.h"
+#include "backend/op_methods.h"
+
+namespace forge::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  /// Opens cuda:`ordinal`: its context, the kernels (compiled or from the disk cache) and
+  /// cuBLASLt. Error(Device) naming what is missing.
+  explicit CudaBackend(int ordinal);
+  ~CudaBackend() override;
+
+  DeviceInfo info() const override;
+  std::shared_ptr<Storage> allocate(size_t bytes) override;
+  std::shared_ptr<Storage> allocate_zeros(size_t bytes) override;
+  void write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) override;
+  void read(const Storage& src, size_t src_offset, void* dst, size_t bytes) override;
+  void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
+            size_t bytes) override;
+  void synchronize() override;
+  DeviceStats stats() const override;
+  /// "tf32": "0" (default: products in exact fp32 FMAs) or "1" (TF32 tensor cores); its
+  /// first value comes from FORGE_CUDA_TF32 when set (a bad value: Error(Format)).
+  void set_setting(const std::string& name, const std::string& value) override;
+  std::string setting(const std::string& name) const override;
+  std::vector<std::string> setting_names() const override { return {"tf32"}; }
+
+  Allocator& allocator() { return *allocator_; }
+
+  FORGE_OP_METHODS
+
+ private:
+  /// Device memory for one kernel call's intermediate values, given back when it goes out
+  /// of scope (the stream orders its reuse after the call's kernels).
+  class Scratch {
+   public:
+    Scratch(Allocator& a, size_t bytes) : a_(a), bytes_(bytes), ptr_(a.take(bytes)) {}
+    ~Scratch() { a_.give(ptr_, bytes_); }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    CUdeviceptr get() const { return ptr_; }
+
+   private:
+    Allocator& a_;
+    size_t bytes_;
+    CUdeviceptr ptr_;
+  };
+
+  void run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cache, Tensor* v_cache,
+                     int64_t pos, const Tensor* pos_tensor, Tensor& out);
+
+  int ordinal_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<Kernels> kernels_;
+  std::unique_ptr<Gemm> gemm_;
+  bool tf32_ = false;
+  std::atomic<uint64_t> reads_{0};
+  std::atomic<uint64_t> waits_{0};
+  std::atomic<uint64_t> gemm_launches_{0};
+  int attention_smem_limit_ = 0;  // bytes of dynamic shared memory forge_attention may use now
+  int attention_smem_optin_ = 0;  // the most the device allows a block
+};
+
+/// A tensor's device address (its storage's block plus its offset).
+CUdeviceptr address(const Tensor& t);
+
+/// The grid of the grid-stride kernels (kernels/common.cuh, FORGE_GRID_STRIDE) over n > 0
+/// elements with blocks of 256 threads.
+inline Dim3 grid_for(int64_t n) {
+  const int64_t blocks = (n + 255) / 256;
+  return Dim3{static_cast<unsigned>(blocks < 65536 ? blocks : 65536)};
+}
+
+}  // namespace forge::cuda

@@ -1,0 +1,57 @@
+// matmul on CUDA: the validated tensors as a cuBLASLt product (gemm.h), bias and GELU in its
+// epilogue, accumulate as beta = 1.
+#include "backend/cuda/cuda_backend.h"
+
+namespace forge::cuda {
+namespace {
+
+// a: [M, K] | [B, M, K] (trans_a: [K, M] | [B, K, M]); b: [K, N] | [B, K, N] (trans_b:
+// [N, K] | [B, N, K]), of which only the first b_rows stored rows are used when b_rows > 0
+// (the batch stride stays the stored matrix); out: [M, N] | [B, M, N]. Validated by
+// ops/matmul.cpp.
+GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
+                     const Tensor& out, bool tf32) {
+  GemmShape s;
+  s.batch = out.rank() == 3 ? out.dim(0) : 1;
+  s.m = out.dim(-2);
+  s.n = out.dim(-1);
+  s.k = spec.trans_a ? a.dim(-2) : a.dim(-1);
+  s.trans_a = spec.trans_a;
+  s.trans_b = spec.trans_b;
+  s.stride_a = a.rank() == 3 ? a.dim(-2) * a.dim(-1) : 0;
+  s.stride_b = b.rank() == 3 ? b.dim(-2) * b.dim(-1) : 0;
+  s.stride_out = s.m * s.n;
+  s.bias = bias.defined();
+  s.gelu = spec.gelu;
+  s.tf32 = tf32;
+  // A batch of row blocks times one shared b is one taller product: [B*M, K] x [K, N].
+  if (s.batch > 1 && s.stride_b == 0 && !s.trans_a) {
+    s.m *= s.batch;
+    s.batch = 1;
+    s.stride_a = s.stride_out = 0;
+  }
+  return s;
+}
+
+}  // namespace
+
+void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
+                         const MatmulSpec& spec, bool accumulate, Tensor& out) {
+  const GemmShape s = gemm_shape(a, b, bias, spec, out, tf32_);
+  const CUdeviceptr bias_ptr = bias.defined() ? address(bias) : 0;
+  gemm_launches_.fetch_add(1, std::memory_order_relaxed);
+  if (accumulate && spec.gelu) {
+    // out += gelu(...): the epilogue would apply GELU to the sum, so the product goes to a
+    // scratch buffer first.
+    const int64_t n = out.numel();
+    Scratch tmp(*allocator_, static_cast<size_t>(n) * sizeof(float));
+    gemm_->run(s, address(a), address(b), bias_ptr, tmp.get(), spec.alpha, 0.0f);
+    const CUdeviceptr o = address(out);
+    kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, o, tmp.get(), o, n, n);
+    return;
+  }
+  gemm_->run(s, address(a), address(b), bias_ptr, address(out), spec.alpha,
+             accumulate ? 1.0f : 0.0f);
+}
+
+}  // namespace forge::cuda

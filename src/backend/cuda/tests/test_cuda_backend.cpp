@@ -1,0 +1,238 @@
+// The CUDA backend as the registry sees it, device-free where it can be: the allocator's
+// size classes, the registration (no device and a clear error without a GPU), the embedded
+// kernels compiled by NVRTC (where the library is installed) with every kernel the backend
+// launches, and the disk cache of compiled images. With a GPU (the GPU machine): the
+// allocator's reuse and out-of-memory error, and the tf32 setting. The ops themselves are
+// tested on every device by the op harness (tests/test_ops_reference.cpp).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/driver.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/nvrtc.h"
+#include "forge/device_queue.h"
+#include "forge/devices.h"
+#include "forge/error.h"
+#include "forge/ops.h"
+#include "forge/tensor.h"
+
+namespace {
+
+using forge::Device;
+using forge::Error;
+using forge::ErrorKind;
+using forge::cuda::Allocator;
+
+bool nvrtc_installed() {
+  for (const char* soname : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2"}) {
+    void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+      dlclose(h);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool have_gpu() { return !forge::cuda::list_gpus().gpus.empty(); }
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+TEST(CudaAllocator, SizeClassesArePowersOfTwoThenWholeTwoMebibytes) {
+  EXPECT_EQ(Allocator::size_class(0), 512u);
+  EXPECT_EQ(Allocator::size_class(1), 512u);
+  EXPECT_EQ(Allocator::size_class(512), 512u);
+  EXPECT_EQ(Allocator::size_class(513), 1024u);
+  EXPECT_EQ(Allocator::size_class(3000), 4096u);
+  EXPECT_EQ(Allocator::size_class(size_t{1} << 20), size_t{1} << 20);
+  EXPECT_EQ(Allocator::size_class((size_t{1} << 20) + 1), size_t{2} << 20);
+  EXPECT_EQ(Allocator::size_class(size_t{5} << 20), size_t{6} << 20);
+  EXPECT_EQ(Allocator::size_class(size_t{6} << 20), size_t{6} << 20);
+  try {
+    (void)Allocator::size_class(SIZE_MAX - 5);
+    FAIL() << "no error for a size past any memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Backend);
+  }
+}
+
+TEST(CudaBackendRegistry, IsRegisteredAndWithoutAGpuListsNothingAndSaysWhy) {
+  const std::vector<std::string> names = forge::backend_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "cuda"), names.end());
+  EXPECT_NE(forge::device_choices().find("cuda:N"), std::string::npos) << forge::device_choices();
+  if (have_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  for (const forge::DeviceInfo& d : forge::list_devices()) EXPECT_NE(d.device.backend(), "cuda");
+  const std::string why = forge::cuda::list_gpus().why_none;
+  ASSERT_FALSE(why.empty());
+  try {
+    (void)forge::Tensor::zeros({4}, forge::DType::F32, Device("cuda", 0));
+    FAIL() << "a tensor on cuda:0 without a GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Device) << e.what();
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what() << " / " << why;
+  }
+}
+
+// Every kernel cuda_ops.cpp and cuda_matmul.cpp launch.
+const char* const kLaunched[] = {
+    "forge_add",
+    "forge_gelu",
+    "forge_gelu_bwd",
+    "forge_scale",
+    "forge_dropout",
+    "forge_adamw",
+    "forge_softmax",
+    "forge_softmax_bwd",
+    "forge_argmax_rows",
+    "forge_layernorm",
+    "forge_layernorm_bwd_dx",
+    "forge_layernorm_bwd_params_partial",
+    "forge_sum_chunks",
+    "forge_sum_rows_partial",
+    "forge_sumsq_partial",
+    "forge_sumsq_final",
+    "forge_embedding",
+    "forge_scatter_add_rows",
+    "forge_gather_nll",
+    "forge_ce_bwd",
+    "forge_split_heads",
+    "forge_merge_heads",
+    "forge_unsplit_head",
+    "forge_unmerge_heads",
+    "forge_kv_store",
+    "forge_attention",
+};
+
+TEST(CudaKernels, TheEmbeddedSourceCompilesWithEveryKernelTheBackendLaunches) {
+  if (!nvrtc_installed()) GTEST_SKIP() << "no NVRTC (libnvrtc.so.13/12/11.2) here";
+  const forge::cuda::CompiledKernel ptx =
+      forge::cuda::nvrtc_compile(forge::cuda::kKernelSource, "forge_kernels.cu", "compute_80",
+                                 {"--std=c++17", "-default-device"});
+  const std::string text(ptx.image.data());
+  for (const char* name : kLaunched)
+    EXPECT_NE(text.find(std::string(".entry ") + name + "("), std::string::npos) << name;
+  EXPECT_EQ(ptx.log.find("warning"), std::string::npos) << ptx.log;
+}
+
+TEST(CudaKernels, TheCacheDirectoryFollowsTheEnvironment) {
+  ScopedEnv a("FORGE_CACHE_DIR", "/tmp/fc"), b("XDG_CACHE_HOME", "/tmp/xdg"), c("HOME", "/tmp/h");
+  EXPECT_EQ(forge::cuda::kernel_cache_dir(), "/tmp/fc/cuda");
+  {
+    ScopedEnv none("FORGE_CACHE_DIR", nullptr);
+    EXPECT_EQ(forge::cuda::kernel_cache_dir(), "/tmp/xdg/forge/cuda");
+    ScopedEnv no_xdg("XDG_CACHE_HOME", "");
+    EXPECT_EQ(forge::cuda::kernel_cache_dir(), "/tmp/h/.cache/forge/cuda");
+    ScopedEnv no_home("HOME", nullptr);
+    EXPECT_EQ(forge::cuda::kernel_cache_dir(), "");
+  }
+}
+
+TEST(CudaKernels, ACompiledImageIsKeptOnDiskAndReadBack) {
+  if (!nvrtc_installed()) GTEST_SKIP() << "no NVRTC (libnvrtc.so.13/12/11.2) here";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("forge_cuda_cache_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  ScopedEnv env("FORGE_CACHE_DIR", dir.c_str());
+  const std::vector<char> first = forge::cuda::kernel_image("sm_80");
+  ASSERT_FALSE(first.empty());
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "cuda")) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].filename().string().rfind("sm_80-", 0), 0u) << files[0];
+  EXPECT_EQ(std::filesystem::file_size(files[0]), first.size());
+  // The second call reads the file: a marker written into it comes back.
+  {
+    std::fstream f(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(first.size() - 1));
+    f.put('\x5a');
+  }
+  const std::vector<char> second = forge::cuda::kernel_image("sm_80");
+  ASSERT_EQ(second.size(), first.size());
+  EXPECT_EQ(second.back(), '\x5a');
+  std::filesystem::remove_all(dir);
+}
+
+// ---- with a GPU --------------------------------------------------------------------------
+
+TEST(CudaAllocatorOnGpu, FreedBlocksAreReusedAndOutOfMemoryIsAnError) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const Device dev("cuda", 0);
+  (void)forge::Tensor::zeros({1000}, forge::DType::F32, dev);  // opens the backend
+  const uint64_t before = forge::device_stats(dev).allocations;
+  for (int i = 0; i < 10; ++i) {
+    forge::Tensor t = forge::Tensor::zeros({1000, 1000}, forge::DType::F32, dev);
+    EXPECT_EQ(t.to_vector<float>()[999999], 0.0f);
+  }
+  EXPECT_LE(forge::device_stats(dev).allocations, before + 1);  // one block, reused
+  try {
+    (void)forge::Tensor::empty({int64_t{1} << 40}, forge::DType::F32, dev);  // 4 TiB
+    FAIL() << "4 TiB allocated";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Backend);
+    EXPECT_NE(std::string(e.what()).find("cuda:0: out of memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaMatmulOnGpu, Tf32IsASettingThatChangesTheProductWithinItsPrecision) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const Device dev("cuda", 0);
+  const int64_t n = 256;
+  std::vector<float> a(n * n), b(n * n);
+  for (int64_t i = 0; i < n * n; ++i) {
+    a[i] = std::sin(0.37f * static_cast<float>(i)) + 0.1f;
+    b[i] = std::cos(0.11f * static_cast<float>(i)) - 0.2f;
+  }
+  std::vector<double> want(n * n, 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < n; ++k)
+      for (int64_t j = 0; j < n; ++j) want[i * n + j] += double(a[i * n + k]) * b[k * n + j];
+  const forge::Tensor ta = forge::Tensor::from_vector(a, {n, n}, dev);
+  const forge::Tensor tb = forge::Tensor::from_vector(b, {n, n}, dev);
+  auto max_err = [&](const std::vector<float>& got) {
+    double e = 0.0;
+    for (int64_t i = 0; i < n * n; ++i) e = std::max(e, std::abs(got[i] - want[i]));
+    return e;
+  };
+  EXPECT_EQ(forge::device_setting(dev, "tf32"), "0");
+  const double fp32 = max_err(forge::matmul(ta, tb).to_vector<float>());
+  forge::set_device_setting(dev, "tf32", "1");
+  const double tf32 = max_err(forge::matmul(ta, tb).to_vector<float>());
+  forge::set_device_setting(dev, "tf32", "0");
+  EXPECT_LT(fp32, 1e-3);
+  EXPECT_GT(tf32, fp32 * 4);  // 10 mantissa bits instead of 23
+  EXPECT_LT(tf32, 0.2);
+  std::printf("256^3 product, max |error| vs float64: fp32 %.3g, tf32 %.3g\n", fp32, tf32);
+}
+
+}  // namespace
