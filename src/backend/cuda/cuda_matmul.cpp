@@ -39,6 +39,10 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
                          const MatmulSpec& spec, bool accumulate, Tensor& out) {
   const GemmShape s = gemm_shape(a, b, bias, spec, out, tf32_);
   const CUdeviceptr bias_ptr = bias.defined() ? address(bias) : 0;
+  if (s.k == 0) {
+    empty_product(bias, spec.gelu, accumulate, out);
+    return;
+  }
   gemm_launches_.fetch_add(1, std::memory_order_relaxed);
   if (accumulate && spec.gelu) {
     // out += gelu(...): the epilogue would apply GELU to the sum, so the product goes to a
@@ -52,6 +56,24 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   }
   gemm_->run(s, address(a), address(b), bias_ptr, address(out), spec.alpha,
              accumulate ? 1.0f : 0.0f);
+}
+
+// K = 0: every product is 0, so out = [gelu](bias or 0), added to out with accumulate.
+void CudaBackend::empty_product(const Tensor& bias, bool gelu, bool accumulate, Tensor& out) {
+  const int64_t n = out.numel();
+  const auto bytes = static_cast<size_t>(n) * sizeof(float);
+  Scratch tmp(*allocator_, bytes);
+  ctx_->make_current();
+  check(driver().memset_d8_async(tmp.get(), 0, bytes, ctx_->stream()), "cuMemsetD8Async");
+  if (bias.defined())
+    kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, tmp.get(), address(bias), tmp.get(), n,
+                     bias.numel());
+  if (gelu) kernels_->launch("forge_gelu", grid_for(n), Dim3{256}, 0, tmp.get(), tmp.get(), n);
+  const CUdeviceptr o = address(out);
+  if (accumulate)
+    kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, o, tmp.get(), o, n, n);
+  else
+    check(driver().memcpy_dtod_async(o, tmp.get(), bytes, ctx_->stream()), "cuMemcpyDtoDAsync_v2");
 }
 
 }  // namespace forge::cuda
