@@ -7,6 +7,7 @@
 #            of 256 tokens after 128; training steps of 16 x 1024 tokens; each with --profile
 #            (GPU time per kernel)
 #   pytorch  bench/pytorch_cuda_gpt2.py: HF transformers, CUDA, fp32 (TF32 off), same figures
+# PROFILE=0 leaves --profile out (for a backend without device timers).
 set -euo pipefail
 BUILD=${1:-build}
 OUT=${2:-/tmp/forge-gpu-bench}
@@ -17,10 +18,12 @@ first_device() {
 }
 DEV=${FORGE_DEVICE:-$(first_device "$F")}
 mkdir -p "$OUT"
+PROF=--profile
+[[ ${PROFILE:-1} == 0 ]] && PROF=
 "$F" devices > "$OUT/devices.txt"
 field() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print(*[j[k] for k in sys.argv[2:]])" "$@"; }
 # The 8 kernels with the most GPU time of a profile (ms per pass).
-top() { python3 -c "import json,sys; p=json.load(open(sys.argv[1]))[sys.argv[2]]; print('  ', {k: round(v, 3) for k, v in list(p.items())[:8]}, 'sum', round(p['sum of ops'], 3))" "$@"; }
+top() { [[ -n $PROF ]] || return 0; python3 -c "import json,sys; p=json.load(open(sys.argv[1]))[sys.argv[2]]; print('  ', {k: round(v, 3) for k, v in list(p.items())[:8]}, 'sum', round(p['sum of ops'], 3))" "$@"; }
 for s in "4096 4096 4096" "16384 2304 768" "16384 768 3072" "16384 3072 768 --trans-b" \
          "768 3072 16384 --trans-a" "16384 50257 768 --trans-b"; do
   set -- $s
@@ -30,15 +33,15 @@ for s in "4096 4096 4096" "16384 2304 768" "16384 768 3072" "16384 3072 768 --tr
   echo "forge $name: $(field "$OUT/$name.json" ms gflops) (ms, GFLOP/s)"
 done
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1024 --decode-tokens 0 --train-steps 0 \
-  --profile --json > "$OUT/prefill.json"
+  $PROF --json > "$OUT/prefill.json"
 echo "forge prefill 1024: $(field "$OUT/prefill.json" prefill_ms prefill_tok_s) (ms, tok/s)"
 top "$OUT/prefill.json" prefill_profile_ms
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 128 --decode-tokens 256 --train-steps 0 \
-  --profile --json > "$OUT/decode.json"
+  $PROF --json > "$OUT/decode.json"
 echo "forge decode: $(field "$OUT/decode.json" decode_tok_s decode_step_ms_median decode_step_host_ms_median) (tok/s, ms per step, host ms per step)"
 top "$OUT/decode.json" decode_step_profile_ms
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1 --decode-tokens 0 --train-batch 16 \
-  --train-seq 1024 --train-steps 3 --profile --json > "$OUT/train.json"
+  --train-seq 1024 --train-steps 3 $PROF --json > "$OUT/train.json"
 echo "forge train 16x1024: $(field "$OUT/train.json" train_tok_s train_step_ms) (tok/s, ms)"
 top "$OUT/train.json" train_step_profile_ms
 python3 "$(dirname "$0")/pytorch_cuda_gpt2.py" > "$OUT/pytorch.json"

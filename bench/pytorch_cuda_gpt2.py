@@ -2,7 +2,7 @@
 """GPU peer of `forge bench` on the same machine: HF transformers GPT-2 in PyTorch, fp32, CUDA.
 
 Random GPT-2 init of the preset's shapes (GPT2Config, no download), TF32 off (plain fp32
-arithmetic, what forge's fp32 GPU kernels do), eager mode, the model as people run it. Times:
+arithmetic, what forge's fp32 GPU kernels do; --tf32 turns it on), eager mode, the model as people run it. Times:
   prefill  a forward of batch x P random tokens with use_cache (median of 5 after 2 warm-ups);
   decode   N KV-cache steps of batch x 1 tokens after a P-token prefill, each fed the argmax
            of the last logits, read back to the host like a generation loop does;
@@ -14,7 +14,7 @@ forge's does). Prints one JSON object.
 
   python3 bench/pytorch_cuda_gpt2.py [--preset gpt2] [--prompt-tokens 1024]
       [--decode-prompt 128] [--decode-tokens 256] [--train-batch 16] [--train-seq 1024]
-      [--train-steps 5] [--matmul 4096]
+      [--train-steps 5] [--matmul 4096] [--tf32]
 """
 import argparse
 import json
@@ -124,11 +124,12 @@ def main():
     ap.add_argument("--train-seq", type=int, default=1024)
     ap.add_argument("--train-steps", type=int, default=5)
     ap.add_argument("--matmul", type=int, default=4096)
+    ap.add_argument("--tf32", action="store_true", help="matmuls on TF32 tensor cores")
     a = ap.parse_args()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     out = {"preset": a.preset, "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "tf32": False}
+           "tf32": a.tf32}
     if a.matmul > 0:
         out.update(bench_matmul(a.matmul))
     model, cfg = model_of(a.preset)

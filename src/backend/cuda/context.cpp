@@ -28,12 +28,14 @@ Context::Context(int ordinal) : ordinal_(ordinal) {
     d.primary_ctx_release(device_);
     check(r, "cuStreamCreate");
   }
+  profiler_ = std::make_unique<Profiler>(*this);
 }
 
 Context::~Context() {
   const Driver& d = driver();
   d.ctx_set_current(context_);
   d.stream_synchronize(stream_);
+  profiler_.reset();
   d.stream_destroy(stream_);
   d.primary_ctx_release(device_);
 }

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/driver.h"
+#include "backend/cuda/profiler.h"
 
 namespace forge::cuda {
 
@@ -30,6 +32,8 @@ class Context {
   void make_current() const;
   /// Waits for all work queued on the stream.
   void synchronize() const;
+  /// The stream's kernel timer (--profile).
+  Profiler& profiler() const { return *profiler_; }
 
  private:
   int ordinal_ = 0;
@@ -37,6 +41,7 @@ class Context {
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   std::string arch_;
+  std::unique_ptr<Profiler> profiler_;
 };
 
 /// Device memory of a fixed size, freed with this object.

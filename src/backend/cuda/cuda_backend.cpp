@@ -70,6 +70,7 @@ CudaBackend::CudaBackend(int ordinal)
     }
   }
   add_op_methods(*this);
+  register_weight_kernels();
 }
 
 CudaBackend::~CudaBackend() {

@@ -4,6 +4,7 @@
 //   cuda_backend.cpp   storage, transfers, device registry
 //   cuda_matmul.cpp    matmul through cuBLASLt
 //   cuda_ops.cpp       the other kernels: grid, arguments, scratch memory
+//   cuda_weights.cpp   matmul and embedding with f16, bf16, q8_0 and q4_0 weights
 //   kernels/*.cu       the kernels themselves (kernels.h compiles and launches them)
 // All work is queued on the context's one stream; reads wait for it.
 #pragma once
@@ -35,6 +36,8 @@ class CudaBackend final : public Backend {
   void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
             size_t bytes) override;
   void synchronize() override;
+  void set_profiling(bool on) override { ctx_->profiler().set_on(on); }
+  std::vector<KernelTime> kernel_times() override { return ctx_->profiler().times(); }
   DeviceStats stats() const override;
   /// "tf32": "0" (default: products in exact fp32 FMAs) or "1" (TF32 tensor cores); its
   /// first value comes from FORGE_CUDA_TF32 when set (a bad value: Error(Format)).
@@ -63,6 +66,10 @@ class CudaBackend final : public Backend {
     CUdeviceptr ptr_;
   };
 
+  void register_weight_kernels();
+  void weight_matmul(const OpCall& c);
+  void weight_embedding(const OpCall& c);
+  void empty_product(const Tensor& bias, bool gelu, bool accumulate, Tensor& out);
   void run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cache, Tensor* v_cache,
                      int64_t pos, const Tensor* pos_tensor, Tensor& out);
 

@@ -57,6 +57,11 @@ Loaded load() {
     d.event_record = lib.get<cuEventRecord_t>("cuEventRecord");
     d.event_synchronize = lib.get<cuEventSynchronize_t>("cuEventSynchronize");
     d.event_destroy = lib.get<cuEventDestroy_t>("cuEventDestroy_v2");
+    // _v2 since CUDA 12.8 (the same signature); older drivers have only the first.
+    d.event_elapsed_time =
+        reinterpret_cast<cuEventElapsedTime_t>(lib.find("cuEventElapsedTime_v2"));
+    if (!d.event_elapsed_time)
+      d.event_elapsed_time = lib.get<cuEventElapsedTime_t>("cuEventElapsedTime");
     d.func_set_attribute = lib.get<cuFuncSetAttribute_t>("cuFuncSetAttribute");
     const CUresult r = d.init(0);
     if (r != CUDA_SUCCESS) {

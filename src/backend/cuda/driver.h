@@ -44,6 +44,7 @@ struct Driver {
   cuEventRecord_t event_record = nullptr;
   cuEventSynchronize_t event_synchronize = nullptr;
   cuEventDestroy_t event_destroy = nullptr;
+  cuEventElapsedTime_t event_elapsed_time = nullptr;
   cuFuncSetAttribute_t func_set_attribute = nullptr;
   int version = 0;  // cuDriverGetVersion: 1000 * major + 10 * minor (13000 is CUDA 13.0)
 };

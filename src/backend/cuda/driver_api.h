@@ -74,6 +74,7 @@ using cuEventCreate_t = CUresult (*)(CUevent*, unsigned flags);
 using cuEventRecord_t = CUresult (*)(CUevent, CUstream);
 using cuEventSynchronize_t = CUresult (*)(CUevent);
 using cuEventDestroy_t = CUresult (*)(CUevent);  // cuEventDestroy_v2
+using cuEventElapsedTime_t = CUresult (*)(float* ms, CUevent start, CUevent end);
 using cuFuncSetAttribute_t = CUresult (*)(CUfunction, int attribute, int value);
 using cuLaunchKernel_t = CUresult (*)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z,
                                       unsigned block_x, unsigned block_y, unsigned block_z,

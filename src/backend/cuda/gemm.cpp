@@ -207,12 +207,15 @@ void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bia
     lt_check(api.desc_set(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr, sizeof ptr),
              "cublasLtMatmulDescSetAttribute");
   }
+  Profiler& prof = context_.profiler();
+  prof.begin(s.tf32 ? "cublasLt_matmul_tf32" : "cublasLt_matmul");
   lt_check(api.matmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha,
                       reinterpret_cast<const void*>(b), p.a, reinterpret_cast<const void*>(a), p.b,
                       &beta, reinterpret_cast<const void*>(out), p.out,
                       reinterpret_cast<void*>(out), p.out, &p.algo,
                       reinterpret_cast<void*>(workspace_), workspace_bytes_, context_.stream()),
            "cublasLtMatmul");
+  prof.end();
 }
 
 }  // namespace forge::cuda

@@ -46,7 +46,11 @@ class Kernels {
         ((std::is_trivially_copyable_v<Args> && (sizeof(Args) == 4 || sizeof(Args) == 8)) && ...),
         "kernel arguments are 4- or 8-byte values");
     void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
-    cuda::launch(context_, function(name), grid, block, shared_bytes, params);
+    const CUfunction fn = function(name);
+    Profiler& p = context_.profiler();
+    p.begin(name);
+    cuda::launch(context_, fn, grid, block, shared_bytes, params);
+    p.end();
     launches_.fetch_add(1, std::memory_order_relaxed);
   }
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -104,7 +105,7 @@ TEST(CudaBackendRegistry, IsRegisteredAndWithoutAGpuListsNothingAndSaysWhy) {
   }
 }
 
-// Every kernel cuda_ops.cpp and cuda_matmul.cpp launch.
+// Every kernel cuda_ops.cpp, cuda_matmul.cpp and cuda_weights.cpp launch.
 const char* const kLaunched[] = {
     "forge_add",
     "forge_gelu",
@@ -132,6 +133,11 @@ const char* const kLaunched[] = {
     "forge_unmerge_heads",
     "forge_kv_store",
     "forge_attention",
+    "forge_widen16",
+    "forge_embedding_w",
+    "forge_gemv_w16",
+    "forge_quantize_rows_q8",
+    "forge_matmul_q",
 };
 
 TEST(CudaKernels, TheEmbeddedSourceCompilesWithEveryKernelTheBackendLaunches) {
@@ -233,6 +239,31 @@ TEST(CudaMatmulOnGpu, Tf32IsASettingThatChangesTheProductWithinItsPrecision) {
   EXPECT_GT(tf32, fp32 * 4);  // 10 mantissa bits instead of 23
   EXPECT_LT(tf32, 0.2);
   std::printf("256^3 product, max |error| vs float64: fp32 %.3g, tf32 %.3g\n", fp32, tf32);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CudaProfileOnGpu, EachLaunchIsTimedByKernel) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const forge::Device dev("cuda", 0);
+  const forge::Tensor a = forge::Tensor::full({512, 512}, 0.5f, dev);
+  forge::set_profiling(dev, true);
+  const forge::Tensor p = forge::matmul(a, a);
+  const forge::Tensor s = forge::add(p, p);
+  const forge::Tensor s2 = forge::add(s, p);
+  const std::vector<forge::KernelTime> times = forge::kernel_times(dev);
+  forge::set_profiling(dev, false);
+  std::map<std::string, forge::KernelTime> by_name;
+  for (const forge::KernelTime& t : times) by_name[t.kernel] = t;
+  ASSERT_EQ(by_name.count("cublasLt_matmul"), 1u);
+  ASSERT_EQ(by_name.count("forge_add"), 1u);
+  EXPECT_EQ(by_name["cublasLt_matmul"].dispatches, 1u);
+  EXPECT_EQ(by_name["forge_add"].dispatches, 2u);
+  EXPECT_GT(by_name["cublasLt_matmul"].ms, 0.0);
+  EXPECT_GT(by_name["forge_add"].ms, 0.0);
+  EXPECT_EQ(s2.to_vector<float>()[7], 3.0f * 128.0f);  // 512 * 0.25 = 128 per product entry
 }
 
 }  // namespace
