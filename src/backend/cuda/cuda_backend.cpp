@@ -45,6 +45,38 @@ DeviceInfo device_info_of(const GpuInfo& g) {
   return info;
 }
 
+// A recorded decode step: the executable graph, and every buffer its kernels touch, kept
+// until the graph goes (scratch blocks then return to the allocator's cache).
+class CudaGraph final : public Graph {
+ public:
+  CudaGraph(const Context& ctx, Allocator& allocator, CUgraph graph, CUgraphExec exec,
+            std::vector<std::shared_ptr<Storage>> storages,
+            std::vector<std::pair<CUdeviceptr, size_t>> blocks)
+      : ctx_(ctx),
+        allocator_(allocator),
+        graph_(graph),
+        exec_(exec),
+        storages_(std::move(storages)),
+        blocks_(std::move(blocks)) {}
+  ~CudaGraph() override {
+    ctx_.make_current();
+    driver().stream_synchronize(ctx_.stream());  // a queued replay may still run it
+    driver().graph_exec_destroy(exec_);
+    driver().graph_destroy(graph_);
+    for (const auto& [block, bytes] : blocks_) allocator_.give(block, bytes);
+  }
+  const Context& context() const { return ctx_; }
+  CUgraphExec exec() const { return exec_; }
+
+ private:
+  const Context& ctx_;
+  Allocator& allocator_;
+  CUgraph graph_;
+  CUgraphExec exec_;
+  std::vector<std::shared_ptr<Storage>> storages_;
+  std::vector<std::pair<CUdeviceptr, size_t>> blocks_;
+};
+
 }  // namespace
 
 CUdeviceptr address(const Tensor& t) {
@@ -101,6 +133,7 @@ std::shared_ptr<Storage> CudaBackend::allocate(size_t bytes) {
 
 std::shared_ptr<Storage> CudaBackend::allocate_zeros(size_t bytes) {
   auto s = std::make_shared<CudaStorage>(Device("cuda", ordinal_), bytes, *allocator_);
+  if (capturing_) keep(*s);  // the memset is part of the graph
   if (bytes > 0) {
     ctx_->make_current();
     check(driver().memset_d8_async(s->address(), 0, bytes, ctx_->stream()), "cuMemsetD8Async");
@@ -111,6 +144,7 @@ std::shared_ptr<Storage> CudaBackend::allocate_zeros(size_t bytes) {
 void CudaBackend::write(Storage& dst, size_t dst_offset, const void* src, size_t bytes) {
   const CudaStorage& d = cuda_storage(dst, "write");
   check_range(d, dst_offset, bytes, "a write");
+  check_not_capturing("a host write");
   if (bytes == 0) return;
   ctx_->make_current();
   // From pageable memory the call returns once the bytes are staged: src may be reused.
@@ -121,6 +155,7 @@ void CudaBackend::write(Storage& dst, size_t dst_offset, const void* src, size_t
 void CudaBackend::read(const Storage& src, size_t src_offset, void* dst, size_t bytes) {
   const CudaStorage& s = cuda_storage(src, "read");
   check_range(s, src_offset, bytes, "a read");
+  check_not_capturing("a host read");
   reads_.fetch_add(1, std::memory_order_relaxed);
   if (bytes == 0) return;
   ctx_->make_current();
@@ -137,6 +172,10 @@ void CudaBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size
   check_range(s, src_offset, bytes, "a copy");
   check_range(d, dst_offset, bytes, "a copy");
   if (bytes == 0) return;
+  if (capturing_) {
+    keep(s);
+    keep(d);
+  }
   ctx_->make_current();
   check(driver().memcpy_dtod_async(d.address() + dst_offset, s.address() + src_offset, bytes,
                                    ctx_->stream()),
@@ -144,6 +183,7 @@ void CudaBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size
 }
 
 void CudaBackend::synchronize() {
+  check_not_capturing("a wait for the device");
   ctx_->synchronize();
   waits_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -157,7 +197,93 @@ DeviceStats CudaBackend::stats() const {
   s.allocations = allocator_->device_allocations();
   s.dispatches = kernels_->launches() + gemm_launches_.load(std::memory_order_relaxed);
   s.reads = reads_.load(std::memory_order_relaxed);
+  s.replays = replays_.load(std::memory_order_relaxed);
   return s;
+}
+
+CUdeviceptr CudaBackend::ptr(const Tensor& t) {
+  if (capturing_) keep(static_cast<const CudaStorage&>(*t.storage()));
+  return address(t);
+}
+
+void CudaBackend::keep(const CudaStorage& s) {
+  if (kept_seen_.insert(&s).second)
+    kept_storages_.push_back(std::const_pointer_cast<CudaStorage>(s.shared_from_this()));
+}
+
+void CudaBackend::give_scratch(CUdeviceptr block, size_t bytes) {
+  if (capturing_)
+    kept_blocks_.emplace_back(block, bytes);
+  else
+    allocator_->give(block, bytes);
+}
+
+void CudaBackend::check_not_capturing(const char* what) const {
+  if (capturing_)
+    throw Error(ErrorKind::Backend, "cuda:" + std::to_string(ordinal_) + ": " + what +
+                                        " while a step is being recorded");
+}
+
+void CudaBackend::begin_capture() {
+  if (!can_capture())
+    throw Error(ErrorKind::Unsupported,
+                "cuda:" + std::to_string(ordinal_) + ": no recording while profiling");
+  if (capturing_)
+    throw Error(ErrorKind::Backend,
+                "cuda:" + std::to_string(ordinal_) + ": a step is already being recorded");
+  ctx_->make_current();
+  check(driver().stream_begin_capture(ctx_->stream(), CU_STREAM_CAPTURE_MODE_RELAXED),
+        "cuStreamBeginCapture_v2");
+  capturing_ = true;
+}
+
+std::shared_ptr<Graph> CudaBackend::end_capture() {
+  if (!capturing_)
+    throw Error(ErrorKind::Backend,
+                "cuda:" + std::to_string(ordinal_) + ": no step is being recorded");
+  ctx_->make_current();
+  capturing_ = false;
+  CUgraph graph = nullptr;
+  CUresult r = driver().stream_end_capture(ctx_->stream(), &graph);
+  CUgraphExec exec = nullptr;
+  if (r == CUDA_SUCCESS) {
+    r = driver().graph_instantiate(&exec, graph, 0);
+    if (r != CUDA_SUCCESS) driver().graph_destroy(graph);
+  }
+  std::vector<std::shared_ptr<Storage>> storages = std::move(kept_storages_);
+  std::vector<std::pair<CUdeviceptr, size_t>> blocks = std::move(kept_blocks_);
+  kept_storages_.clear();
+  kept_blocks_.clear();
+  kept_seen_.clear();
+  if (r != CUDA_SUCCESS) {
+    for (const auto& [block, bytes] : blocks) allocator_->give(block, bytes);
+    check(r, "cuStreamEndCapture / cuGraphInstantiateWithFlags");
+  }
+  return std::make_shared<CudaGraph>(*ctx_, *allocator_, graph, exec, std::move(storages),
+                                     std::move(blocks));
+}
+
+void CudaBackend::abort_capture() {
+  if (!capturing_) return;
+  ctx_->make_current();
+  capturing_ = false;
+  CUgraph graph = nullptr;
+  if (driver().stream_end_capture(ctx_->stream(), &graph) == CUDA_SUCCESS && graph)
+    driver().graph_destroy(graph);
+  for (const auto& [block, bytes] : kept_blocks_) allocator_->give(block, bytes);
+  kept_blocks_.clear();
+  kept_storages_.clear();
+  kept_seen_.clear();
+}
+
+void CudaBackend::replay(const Graph& g) {
+  const auto* cg = dynamic_cast<const CudaGraph*>(&g);
+  if (!cg || &cg->context() != ctx_.get())
+    throw Error(ErrorKind::Device, "cuda: replay of a graph another device made");
+  check_not_capturing("a replay");
+  ctx_->make_current();
+  check(driver().graph_launch(cg->exec(), ctx_->stream()), "cuGraphLaunch");
+  replays_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CudaBackend::set_setting(const std::string& name, const std::string& value) {

@@ -12,6 +12,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/gemm.h"
@@ -36,6 +39,13 @@ class CudaBackend final : public Backend {
   void copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
             size_t bytes) override;
   void synchronize() override;
+
+  // Decode steps recorded as CUDA graphs (stream capture) and replayed.
+  bool can_capture() const override { return !ctx_->profiler().on(); }
+  void begin_capture() override;
+  std::shared_ptr<Graph> end_capture() override;
+  void abort_capture() override;
+  void replay(const Graph& g) override;
   void set_profiling(bool on) override { ctx_->profiler().set_on(on); }
   std::vector<KernelTime> kernel_times() override { return ctx_->profiler().times(); }
   DeviceStats stats() const override;
@@ -51,20 +61,27 @@ class CudaBackend final : public Backend {
 
  private:
   /// Device memory for one kernel call's intermediate values, given back when it goes out
-  /// of scope (the stream orders its reuse after the call's kernels).
+  /// of scope (the stream orders its reuse after the call's kernels; while a step is being
+  /// recorded, the graph keeps it instead).
   class Scratch {
    public:
-    Scratch(Allocator& a, size_t bytes) : a_(a), bytes_(bytes), ptr_(a.take(bytes)) {}
-    ~Scratch() { a_.give(ptr_, bytes_); }
+    Scratch(CudaBackend& b, size_t bytes) : b_(b), bytes_(bytes), ptr_(b.allocator_->take(bytes)) {}
+    ~Scratch() { b_.give_scratch(ptr_, bytes_); }
     Scratch(const Scratch&) = delete;
     Scratch& operator=(const Scratch&) = delete;
     CUdeviceptr get() const { return ptr_; }
 
    private:
-    Allocator& a_;
+    CudaBackend& b_;
     size_t bytes_;
     CUdeviceptr ptr_;
   };
+  void give_scratch(CUdeviceptr block, size_t bytes);
+
+  /// A tensor's device address for a kernel; while recording, the graph keeps its storage.
+  CUdeviceptr ptr(const Tensor& t);
+  void keep(const CudaStorage& s);
+  void check_not_capturing(const char* what) const;
 
   void register_weight_kernels();
   void weight_matmul(const OpCall& c);
@@ -81,6 +98,13 @@ class CudaBackend final : public Backend {
   bool tf32_ = false;
   std::atomic<uint64_t> reads_{0};
   std::atomic<uint64_t> waits_{0};
+  std::atomic<uint64_t> replays_{0};
+  // While recording: what the graph must keep alive (storages its kernels touch, scratch
+  // blocks), handed to the graph by end_capture().
+  std::atomic<bool> capturing_{false};
+  std::vector<std::shared_ptr<Storage>> kept_storages_;
+  std::set<const Storage*> kept_seen_;
+  std::vector<std::pair<CUdeviceptr, size_t>> kept_blocks_;
   std::atomic<uint64_t> gemm_launches_{0};
   int attention_smem_limit_ = 0;  // bytes of dynamic shared memory forge_attention may use now
   int attention_smem_optin_ = 0;  // the most the device allows a block

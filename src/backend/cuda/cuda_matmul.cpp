@@ -38,7 +38,7 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
 void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
                          const MatmulSpec& spec, bool accumulate, Tensor& out) {
   const GemmShape s = gemm_shape(a, b, bias, spec, out, tf32_);
-  const CUdeviceptr bias_ptr = bias.defined() ? address(bias) : 0;
+  const CUdeviceptr bias_ptr = bias.defined() ? ptr(bias) : 0;
   if (s.k == 0) {
     empty_product(bias, spec.gelu, accumulate, out);
     return;
@@ -48,28 +48,27 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
     // out += gelu(...): the epilogue would apply GELU to the sum, so the product goes to a
     // scratch buffer first.
     const int64_t n = out.numel();
-    Scratch tmp(*allocator_, static_cast<size_t>(n) * sizeof(float));
-    gemm_->run(s, address(a), address(b), bias_ptr, tmp.get(), spec.alpha, 0.0f);
-    const CUdeviceptr o = address(out);
+    Scratch tmp(*this, static_cast<size_t>(n) * sizeof(float));
+    gemm_->run(s, ptr(a), ptr(b), bias_ptr, tmp.get(), spec.alpha, 0.0f);
+    const CUdeviceptr o = ptr(out);
     kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, o, tmp.get(), o, n, n);
     return;
   }
-  gemm_->run(s, address(a), address(b), bias_ptr, address(out), spec.alpha,
-             accumulate ? 1.0f : 0.0f);
+  gemm_->run(s, ptr(a), ptr(b), bias_ptr, ptr(out), spec.alpha, accumulate ? 1.0f : 0.0f);
 }
 
 // K = 0: every product is 0, so out = [gelu](bias or 0), added to out with accumulate.
 void CudaBackend::empty_product(const Tensor& bias, bool gelu, bool accumulate, Tensor& out) {
   const int64_t n = out.numel();
   const auto bytes = static_cast<size_t>(n) * sizeof(float);
-  Scratch tmp(*allocator_, bytes);
+  Scratch tmp(*this, bytes);
   ctx_->make_current();
   check(driver().memset_d8_async(tmp.get(), 0, bytes, ctx_->stream()), "cuMemsetD8Async");
   if (bias.defined())
-    kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, tmp.get(), address(bias), tmp.get(), n,
+    kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, tmp.get(), ptr(bias), tmp.get(), n,
                      bias.numel());
   if (gelu) kernels_->launch("forge_gelu", grid_for(n), Dim3{256}, 0, tmp.get(), tmp.get(), n);
-  const CUdeviceptr o = address(out);
+  const CUdeviceptr o = ptr(out);
   if (accumulate)
     kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, o, tmp.get(), o, n, n);
   else

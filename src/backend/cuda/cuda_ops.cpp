@@ -44,39 +44,37 @@ int64_t rows_of(const Tensor& x) { return x.numel() / x.dim(-1); }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const int64_t n = a.numel();
-  kernels_->launch("forge_add", grid_for(n), kBlock, 0, address(a), address(b), address(out), n,
-                   b.numel());
+  kernels_->launch("forge_add", grid_for(n), kBlock, 0, ptr(a), ptr(b), ptr(out), n, b.numel());
 }
 
 void CudaBackend::gelu(const Tensor& x, Tensor& out) {
   const int64_t n = x.numel();
-  kernels_->launch("forge_gelu", grid_for(n), kBlock, 0, address(x), address(out), n);
+  kernels_->launch("forge_gelu", grid_for(n), kBlock, 0, ptr(x), ptr(out), n);
 }
 
 void CudaBackend::gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const int64_t n = x.numel();
-  kernels_->launch("forge_gelu_bwd", grid_for(n), kBlock, 0, address(x), address(dy), address(dx),
-                   n);
+  kernels_->launch("forge_gelu_bwd", grid_for(n), kBlock, 0, ptr(x), ptr(dy), ptr(dx), n);
 }
 
 void CudaBackend::scale(const Tensor& x, float s, Tensor& out) {
   const int64_t n = x.numel();
-  kernels_->launch("forge_scale", grid_for(n), kBlock, 0, address(x), address(out), s, n);
+  kernels_->launch("forge_scale", grid_for(n), kBlock, 0, ptr(x), ptr(out), s, n);
 }
 
 void CudaBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
                           Tensor& out) {
   const int64_t n = x.numel();
-  kernels_->launch("forge_dropout", grid_for(n), kBlock, 0, address(x), address(out), n, seed,
-                   threshold, scale);
+  kernels_->launch("forge_dropout", grid_for(n), kBlock, 0, ptr(x), ptr(out), n, seed, threshold,
+                   scale);
 }
 
 void CudaBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
                         const AdamWStep& k) {
   const int64_t n = param.numel();
-  kernels_->launch("forge_adamw", grid_for(n), kBlock, 0, address(param), address(grad), address(m),
-                   address(v), n, k.decay, k.beta1, k.one_minus_beta1, k.beta2, k.one_minus_beta2,
-                   k.step_size, k.bc2_sqrt, k.eps);
+  kernels_->launch("forge_adamw", grid_for(n), kBlock, 0, ptr(param), ptr(grad), ptr(m), ptr(v), n,
+                   k.decay, k.beta1, k.one_minus_beta1, k.beta2, k.one_minus_beta2, k.step_size,
+                   k.bc2_sqrt, k.eps);
 }
 
 // ---- rows -------------------------------------------------------------------------------
@@ -85,27 +83,27 @@ void CudaBackend::softmax(const Tensor& x, bool causal, int64_t offset, Tensor& 
   const int64_t cols = x.dim(-1), rows = rows_of(x);
   const int64_t T = causal ? x.dim(-2) : 1;
   const int c = causal ? 1 : 0;
-  kernels_->launch("forge_softmax", grid_rows(rows, "softmax"), kBlock, 0, address(x), address(out),
-                   rows, cols, T, c, offset);
+  kernels_->launch("forge_softmax", grid_rows(rows, "softmax"), kBlock, 0, ptr(x), ptr(out), rows,
+                   cols, T, c, offset);
 }
 
 void CudaBackend::softmax_bwd(const Tensor& y, const Tensor& dy, Tensor& dx) {
   const int64_t cols = y.dim(-1), rows = rows_of(y);
-  kernels_->launch("forge_softmax_bwd", grid_rows(rows, "softmax_bwd"), kBlock, 0, address(y),
-                   address(dy), address(dx), rows, cols);
+  kernels_->launch("forge_softmax_bwd", grid_rows(rows, "softmax_bwd"), kBlock, 0, ptr(y), ptr(dy),
+                   ptr(dx), rows, cols);
 }
 
 void CudaBackend::argmax_rows(const Tensor& x, Tensor& out) {
   const int64_t cols = x.dim(-1), rows = out.numel();
-  kernels_->launch("forge_argmax_rows", grid_rows(rows, "argmax_rows"), kBlock, 0, address(x),
-                   address(out), rows, cols);
+  kernels_->launch("forge_argmax_rows", grid_rows(rows, "argmax_rows"), kBlock, 0, ptr(x), ptr(out),
+                   rows, cols);
 }
 
 void CudaBackend::layernorm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                             Tensor& out) {
   const int64_t C = x.dim(-1), rows = rows_of(x);
-  kernels_->launch("forge_layernorm", grid_rows(rows, "layernorm"), kBlock, 0, address(x),
-                   address(gamma), address(beta), address(out), rows, C, eps);
+  kernels_->launch("forge_layernorm", grid_rows(rows, "layernorm"), kBlock, 0, ptr(x), ptr(gamma),
+                   ptr(beta), ptr(out), rows, C, eps);
 }
 
 void CudaBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tensor& dy, float eps,
@@ -113,19 +111,18 @@ void CudaBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tens
   // dx row by row (saving each row's mean and rstd), then dgamma and dbeta as column sums:
   // partial sums per chunk of rows, then the chunks added in order.
   const int64_t C = x.dim(-1), rows = rows_of(x);
-  Scratch stats(*allocator_, static_cast<size_t>(2 * rows) * sizeof(float));
-  kernels_->launch("forge_layernorm_bwd_dx", grid_rows(rows, "layernorm_bwd"), kBlock, 0,
-                   address(x), address(gamma), address(dy), address(dx), stats.get(), rows, C, eps);
+  Scratch stats(*this, static_cast<size_t>(2 * rows) * sizeof(float));
+  kernels_->launch("forge_layernorm_bwd_dx", grid_rows(rows, "layernorm_bwd"), kBlock, 0, ptr(x),
+                   ptr(gamma), ptr(dy), ptr(dx), stats.get(), rows, C, eps);
   const RowChunks rc = row_chunks(rows);
   const size_t partial_bytes = static_cast<size_t>(rc.chunks * C) * sizeof(float);
-  Scratch pg(*allocator_, partial_bytes), pb(*allocator_, partial_bytes);
+  Scratch pg(*this, partial_bytes), pb(*this, partial_bytes);
   kernels_->launch("forge_layernorm_bwd_params_partial", grid_columns(C, rc.chunks), kBlock, 0,
-                   address(x), address(dy), stats.get(), pg.get(), pb.get(), rows, C,
-                   rc.rows_per_chunk);
-  kernels_->launch("forge_sum_chunks", grid_columns(C), kBlock, 0, pg.get(), address(dgamma),
-                   rc.chunks, C);
-  kernels_->launch("forge_sum_chunks", grid_columns(C), kBlock, 0, pb.get(), address(dbeta),
-                   rc.chunks, C);
+                   ptr(x), ptr(dy), stats.get(), pg.get(), pb.get(), rows, C, rc.rows_per_chunk);
+  kernels_->launch("forge_sum_chunks", grid_columns(C), kBlock, 0, pg.get(), ptr(dgamma), rc.chunks,
+                   C);
+  kernels_->launch("forge_sum_chunks", grid_columns(C), kBlock, 0, pb.get(), ptr(dbeta), rc.chunks,
+                   C);
 }
 
 // ---- reductions -------------------------------------------------------------------------
@@ -133,10 +130,10 @@ void CudaBackend::layernorm_bwd(const Tensor& x, const Tensor& gamma, const Tens
 void CudaBackend::sum_rows(const Tensor& x, Tensor& out) {
   const int64_t C = x.dim(-1), rows = rows_of(x);
   const RowChunks rc = row_chunks(rows);
-  Scratch partial(*allocator_, static_cast<size_t>(rc.chunks * C) * sizeof(float));
-  kernels_->launch("forge_sum_rows_partial", grid_columns(C, rc.chunks), kBlock, 0, address(x),
+  Scratch partial(*this, static_cast<size_t>(rc.chunks * C) * sizeof(float));
+  kernels_->launch("forge_sum_rows_partial", grid_columns(C, rc.chunks), kBlock, 0, ptr(x),
                    partial.get(), rows, C, rc.rows_per_chunk);
-  kernels_->launch("forge_sum_chunks", grid_columns(C), kBlock, 0, partial.get(), address(out),
+  kernels_->launch("forge_sum_chunks", grid_columns(C), kBlock, 0, partial.get(), ptr(out),
                    rc.chunks, C);
 }
 
@@ -145,36 +142,36 @@ void CudaBackend::sumsq(const Tensor& x, Tensor& out) {
   constexpr int64_t kChunk = int64_t{1} << 16;
   const int64_t n = x.numel();
   const int64_t count = (n + kChunk - 1) / kChunk;
-  Scratch partial(*allocator_, static_cast<size_t>(count) * sizeof(double));
-  kernels_->launch("forge_sumsq_partial", grid_rows(count, "sumsq"), kBlock, 0, address(x),
+  Scratch partial(*this, static_cast<size_t>(count) * sizeof(double));
+  kernels_->launch("forge_sumsq_partial", grid_rows(count, "sumsq"), kBlock, 0, ptr(x),
                    partial.get(), n, kChunk);
-  kernels_->launch("forge_sumsq_final", Dim3{1}, kBlock, 0, partial.get(), address(out), count);
+  kernels_->launch("forge_sumsq_final", Dim3{1}, kBlock, 0, partial.get(), ptr(out), count);
 }
 
 // ---- indices: embedding and cross-entropy ------------------------------------------------
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   const int64_t n = ids.numel(), V = table.dim(0), C = table.dim(1);
-  kernels_->launch("forge_embedding", grid_rows(n, "embedding"), kBlock, 0, address(ids),
-                   address(table), address(out), n, V, C);
+  kernels_->launch("forge_embedding", grid_rows(n, "embedding"), kBlock, 0, ptr(ids), ptr(table),
+                   ptr(out), n, V, C);
 }
 
 void CudaBackend::scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) {
   const int64_t n = ids.numel(), num_rows = out.dim(0), C = out.dim(-1);
-  kernels_->launch("forge_scatter_add_rows", grid_columns(C), kBlock, 0, address(ids), address(src),
-                   address(out), n, num_rows, C);
+  kernels_->launch("forge_scatter_add_rows", grid_columns(C), kBlock, 0, ptr(ids), ptr(src),
+                   ptr(out), n, num_rows, C);
 }
 
 void CudaBackend::gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) {
   const int64_t rows = targets.numel(), V = logits.dim(-1);
-  kernels_->launch("forge_gather_nll", grid_rows(rows, "gather_nll"), kBlock, 0, address(logits),
-                   address(targets), address(out), rows, V);
+  kernels_->launch("forge_gather_nll", grid_rows(rows, "gather_nll"), kBlock, 0, ptr(logits),
+                   ptr(targets), ptr(out), rows, V);
 }
 
 void CudaBackend::ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out) {
   const int64_t rows = targets.numel(), V = logits.dim(-1);
-  kernels_->launch("forge_ce_bwd", grid_rows(rows, "ce_bwd"), kBlock, 0, address(logits),
-                   address(targets), address(out), rows, V, scale);
+  kernels_->launch("forge_ce_bwd", grid_rows(rows, "ce_bwd"), kBlock, 0, ptr(logits), ptr(targets),
+                   ptr(out), rows, V, scale);
 }
 
 // ---- attention heads --------------------------------------------------------------------
@@ -182,27 +179,27 @@ void CudaBackend::ce_bwd(const Tensor& logits, const Tensor& targets, float scal
 
 void CudaBackend::split_heads(const Tensor& qkv, int64_t n_head, int part, Tensor& out) {
   const int64_t B = out.dim(0) / n_head, T = out.dim(1), hd = out.dim(2);
-  kernels_->launch("forge_split_heads", grid_for(out.numel()), kBlock, 0, address(qkv),
-                   address(out), B, T, n_head, hd, part);
+  kernels_->launch("forge_split_heads", grid_for(out.numel()), kBlock, 0, ptr(qkv), ptr(out), B, T,
+                   n_head, hd, part);
 }
 
 void CudaBackend::merge_heads(const Tensor& x, int64_t n_head, Tensor& out) {
   const int64_t B = x.dim(0) / n_head, T = x.dim(1), hd = x.dim(2);
-  kernels_->launch("forge_merge_heads", grid_for(out.numel()), kBlock, 0, address(x), address(out),
-                   B, T, n_head, hd);
+  kernels_->launch("forge_merge_heads", grid_for(out.numel()), kBlock, 0, ptr(x), ptr(out), B, T,
+                   n_head, hd);
 }
 
 void CudaBackend::unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head,
                                Tensor& out) {
   const int64_t B = dq.dim(0) / n_head, T = dq.dim(1), hd = dq.dim(2);
-  kernels_->launch("forge_unsplit_head", grid_for(out.numel()), kBlock, 0, address(dq), address(dk),
-                   address(dv), address(out), B, T, n_head, hd);
+  kernels_->launch("forge_unsplit_head", grid_for(out.numel()), kBlock, 0, ptr(dq), ptr(dk),
+                   ptr(dv), ptr(out), B, T, n_head, hd);
 }
 
 void CudaBackend::unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out) {
   const int64_t B = out.dim(0) / n_head, T = out.dim(1), hd = out.dim(2);
-  kernels_->launch("forge_unmerge_heads", grid_for(out.numel()), kBlock, 0, address(x),
-                   address(out), B, T, n_head, hd);
+  kernels_->launch("forge_unmerge_heads", grid_for(out.numel()), kBlock, 0, ptr(x), ptr(out), B, T,
+                   n_head, hd);
 }
 
 // ---- fused attention --------------------------------------------------------------------
@@ -246,17 +243,17 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
   if (B * n_head > 65535 || T > INT_MAX)
     throw Error(ErrorKind::Unsupported, "attention on cuda: " + std::to_string(B * n_head) +
                                             " heads in a batch (at most 65535)");
-  const CUdeviceptr pos_ptr = pos_tensor ? address(*pos_tensor) : 0;
-  const CUdeviceptr kc = k_cache ? address(*k_cache) : 0;
-  const CUdeviceptr vc = v_cache ? address(*v_cache) : 0;
+  const CUdeviceptr pos_ptr = pos_tensor ? ptr(*pos_tensor) : 0;
+  const CUdeviceptr kc = k_cache ? ptr(*k_cache) : 0;
+  const CUdeviceptr vc = v_cache ? ptr(*v_cache) : 0;
   if (k_cache)
-    kernels_->launch("forge_kv_store", grid_for(B * n_head * T * hd), kBlock, 0, address(qkv), kc,
-                     vc, B, T, n_head, hd, cap, pos, pos_ptr);
+    kernels_->launch("forge_kv_store", grid_for(B * n_head * T * hd), kBlock, 0, ptr(qkv), kc, vc,
+                     B, T, n_head, hd, cap, pos, pos_ptr);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   kernels_->launch("forge_attention",
                    Dim3{static_cast<unsigned>(T), static_cast<unsigned>(B * n_head)}, Dim3{128},
-                   static_cast<size_t>(smem), address(qkv), kc, vc, address(out), B, T, n_head, hd,
-                   cap, pos, pos_ptr, scale);
+                   static_cast<size_t>(smem), ptr(qkv), kc, vc, ptr(out), B, T, n_head, hd, cap,
+                   pos, pos_ptr, scale);
 }
 
 }  // namespace forge::cuda

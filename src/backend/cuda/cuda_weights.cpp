@@ -60,7 +60,7 @@ void CudaBackend::weight_matmul(const OpCall& c) {
   const int64_t sb = a.rank() == 3 ? a.dim(-2) * a.dim(-1) : 0;
   const int64_t sm = spec.trans_a ? 1 : K, sk = spec.trans_a ? M : 1;
   const int flags = (bias.defined() ? 1 : 0) | (spec.gelu ? 2 : 0) | (accumulate ? 4 : 0);
-  const CUdeviceptr bias_ptr = bias.defined() ? address(bias) : 0;
+  const CUdeviceptr bias_ptr = bias.defined() ? ptr(bias) : 0;
   const int code = dtype_code(w.dtype());
   if (K == 0) {
     empty_product(bias, spec.gelu, accumulate, out);
@@ -68,28 +68,26 @@ void CudaBackend::weight_matmul(const OpCall& c) {
   }
   if (code <= 1) {
     if (rows <= kGemvRows) {
-      kernels_->launch("forge_gemv_w16", column_grid(N, rows), Dim3{256}, 0, address(a), address(w),
-                       bias_ptr, address(out), rows, M, N, K, sb, sm, sk, spec.alpha, flags, code);
+      kernels_->launch("forge_gemv_w16", column_grid(N, rows), Dim3{256}, 0, ptr(a), ptr(w),
+                       bias_ptr, ptr(out), rows, M, N, K, sb, sm, sk, spec.alpha, flags, code);
       return;
     }
     Tensor wide = Tensor::empty(w.shape(), DType::F32, Device("cuda", ordinal_));
     const int64_t n = w.numel();
-    kernels_->launch("forge_widen16", grid_for(n), Dim3{256}, 0, address(w), address(wide), n,
-                     code);
+    kernels_->launch("forge_widen16", grid_for(n), Dim3{256}, 0, ptr(w), ptr(wide), n, code);
     matmul(a, wide, bias, spec, accumulate, out);
     return;
   }
   const int64_t KB = K / 32;
-  Scratch qa(*allocator_, static_cast<size_t>(rows * K));
-  Scratch da(*allocator_, static_cast<size_t>(rows * KB) * sizeof(float));
+  Scratch qa(*this, static_cast<size_t>(rows * K));
+  Scratch da(*this, static_cast<size_t>(rows * KB) * sizeof(float));
   const int64_t warps = rows * KB;
   const int64_t blocks = std::min<int64_t>((warps + 7) / 8, 65536);
   kernels_->launch("forge_quantize_rows_q8", Dim3{static_cast<unsigned>(blocks)}, Dim3{256}, 0,
-                   address(a), qa.get(), da.get(), rows, M, K, sb, sm, sk);
+                   ptr(a), qa.get(), da.get(), rows, M, K, sb, sm, sk);
   const int64_t row_bytes = static_cast<int64_t>(dtype_bytes(w.dtype(), K));
-  kernels_->launch("forge_matmul_q", column_grid(N, rows), Dim3{256}, 0, qa.get(), da.get(),
-                   address(w), bias_ptr, address(out), rows, N, K, row_bytes, spec.alpha, flags,
-                   code);
+  kernels_->launch("forge_matmul_q", column_grid(N, rows), Dim3{256}, 0, qa.get(), da.get(), ptr(w),
+                   bias_ptr, ptr(out), rows, N, K, row_bytes, spec.alpha, flags, code);
 }
 
 // ids: [n] u32; table: [V, C] of a weight dtype; out: [n, C] f32.
@@ -100,8 +98,8 @@ void CudaBackend::weight_embedding(const OpCall& c) {
   const int64_t row_bytes = static_cast<int64_t>(dtype_bytes(table.dtype(), C));
   if (n > 0x7fffffff)
     throw Error(ErrorKind::Unsupported, "embedding on cuda: " + std::to_string(n) + " ids");
-  kernels_->launch("forge_embedding_w", Dim3{static_cast<unsigned>(n)}, Dim3{256}, 0, address(ids),
-                   address(table), address(out), n, V, C, row_bytes, dtype_code(table.dtype()));
+  kernels_->launch("forge_embedding_w", Dim3{static_cast<unsigned>(n)}, Dim3{256}, 0, ptr(ids),
+                   ptr(table), ptr(out), n, V, C, row_bytes, dtype_code(table.dtype()));
 }
 
 }  // namespace forge::cuda

@@ -63,6 +63,12 @@ Loaded load() {
     if (!d.event_elapsed_time)
       d.event_elapsed_time = lib.get<cuEventElapsedTime_t>("cuEventElapsedTime");
     d.func_set_attribute = lib.get<cuFuncSetAttribute_t>("cuFuncSetAttribute");
+    d.stream_begin_capture = lib.get<cuStreamBeginCapture_t>("cuStreamBeginCapture_v2");
+    d.stream_end_capture = lib.get<cuStreamEndCapture_t>("cuStreamEndCapture");
+    d.graph_instantiate = lib.get<cuGraphInstantiate_t>("cuGraphInstantiateWithFlags");
+    d.graph_launch = lib.get<cuGraphLaunch_t>("cuGraphLaunch");
+    d.graph_exec_destroy = lib.get<cuGraphExecDestroy_t>("cuGraphExecDestroy");
+    d.graph_destroy = lib.get<cuGraphDestroy_t>("cuGraphDestroy");
     const CUresult r = d.init(0);
     if (r != CUDA_SUCCESS) {
       std::string text = "CUDA error " + std::to_string(r);

@@ -45,6 +45,12 @@ struct Driver {
   cuEventSynchronize_t event_synchronize = nullptr;
   cuEventDestroy_t event_destroy = nullptr;
   cuEventElapsedTime_t event_elapsed_time = nullptr;
+  cuStreamBeginCapture_t stream_begin_capture = nullptr;
+  cuStreamEndCapture_t stream_end_capture = nullptr;
+  cuGraphInstantiate_t graph_instantiate = nullptr;
+  cuGraphLaunch_t graph_launch = nullptr;
+  cuGraphExecDestroy_t graph_exec_destroy = nullptr;
+  cuGraphDestroy_t graph_destroy = nullptr;
   cuFuncSetAttribute_t func_set_attribute = nullptr;
   int version = 0;  // cuDriverGetVersion: 1000 * major + 10 * minor (13000 is CUDA 13.0)
 };

@@ -17,6 +17,8 @@ using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 
 // CUresult values named in forge's messages (cuGetErrorName names the rest).
 inline constexpr CUresult CUDA_SUCCESS = 0;
@@ -38,6 +40,8 @@ inline constexpr int CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
 inline constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+// CUstreamCaptureMode: relaxed lets the capturing thread allocate (a cache miss mid-step).
+inline constexpr int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
 
 // Exported entry points (name in the comment where it differs from the type's).
 using cuInit_t = CUresult (*)(unsigned flags);
@@ -73,7 +77,14 @@ using cuStreamSynchronize_t = CUresult (*)(CUstream);
 using cuEventCreate_t = CUresult (*)(CUevent*, unsigned flags);
 using cuEventRecord_t = CUresult (*)(CUevent, CUstream);
 using cuEventSynchronize_t = CUresult (*)(CUevent);
-using cuEventDestroy_t = CUresult (*)(CUevent);  // cuEventDestroy_v2
+using cuEventDestroy_t = CUresult (*)(CUevent);                   // cuEventDestroy_v2
+using cuStreamBeginCapture_t = CUresult (*)(CUstream, int mode);  // cuStreamBeginCapture_v2
+using cuStreamEndCapture_t = CUresult (*)(CUstream, CUgraph*);
+using cuGraphInstantiate_t = CUresult (*)(CUgraphExec*, CUgraph,
+                                          unsigned long long flags);  // ...WithFlags
+using cuGraphLaunch_t = CUresult (*)(CUgraphExec, CUstream);
+using cuGraphExecDestroy_t = CUresult (*)(CUgraphExec);
+using cuGraphDestroy_t = CUresult (*)(CUgraph);
 using cuEventElapsedTime_t = CUresult (*)(float* ms, CUevent start, CUevent end);
 using cuFuncSetAttribute_t = CUresult (*)(CUfunction, int attribute, int value);
 using cuLaunchKernel_t = CUresult (*)(CUfunction, unsigned grid_x, unsigned grid_y, unsigned grid_z,

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -55,7 +56,7 @@ class Allocator {
 
 /// A tensor's memory on a GPU: a block of the allocator, returned to it with the last
 /// handle. Not host-addressable.
-class CudaStorage : public Storage {
+class CudaStorage : public Storage, public std::enable_shared_from_this<CudaStorage> {
  public:
   CudaStorage(Device device, size_t bytes, Allocator& allocator)
       : Storage(device, bytes), allocator_(allocator), address_(allocator.take(bytes)) {}

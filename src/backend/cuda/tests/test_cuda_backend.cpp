@@ -22,6 +22,7 @@
 #include "backend/cuda/driver.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/nvrtc.h"
+#include "forge/backend.h"
 #include "forge/device_queue.h"
 #include "forge/devices.h"
 #include "forge/error.h"
@@ -264,6 +265,34 @@ TEST(CudaProfileOnGpu, EachLaunchIsTimedByKernel) {
   EXPECT_GT(by_name["cublasLt_matmul"].ms, 0.0);
   EXPECT_GT(by_name["forge_add"].ms, 0.0);
   EXPECT_EQ(s2.to_vector<float>()[7], 3.0f * 128.0f);  // 512 * 0.25 = 128 per product entry
+}
+
+}  // namespace
+
+namespace {
+
+// A recorded step: kernels captured once into a CUDA graph, replayed with new inputs the
+// host writes first; no host read while recording.
+TEST(CudaGraphOnGpu, AReplayRunsTheRecordedKernelsOnTheCurrentInputs) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const forge::Device dev("cuda", 0);
+  forge::Backend& be = forge::backend_for(dev);
+  ASSERT_TRUE(be.can_capture());
+  forge::Tensor x = forge::Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, dev);
+  forge::Tensor y;
+  be.begin_capture();
+  EXPECT_THROW((void)x.to_vector<float>(), Error);
+  y = forge::add(forge::matmul(x, x), x);  // x @ x + x; the product's buffer is the graph's
+  const std::shared_ptr<forge::Graph> g = be.end_capture();
+  const std::vector<float> x2 = {0, 1, 1, 0};
+  be.write(*x.storage(), x.byte_offset(), x2.data(), 16);
+  be.replay(*g);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));  // swap^2 = I, + x
+  const std::vector<float> x3 = {1, 2, 3, 4};
+  be.write(*x.storage(), x.byte_offset(), x3.data(), 16);
+  be.replay(*g);
+  be.replay(*g);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{8, 12, 18, 26}));
 }
 
 }  // namespace
