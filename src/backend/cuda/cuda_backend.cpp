@@ -137,6 +137,7 @@ std::shared_ptr<Storage> CudaBackend::allocate_zeros(size_t bytes) {
   if (bytes > 0) {
     ctx_->make_current();
     check(driver().memset_d8_async(s->address(), 0, bytes, ctx_->stream()), "cuMemsetD8Async");
+    transfers_.fetch_add(1, std::memory_order_relaxed);
   }
   return s;
 }
@@ -150,6 +151,7 @@ void CudaBackend::write(Storage& dst, size_t dst_offset, const void* src, size_t
   // From pageable memory the call returns once the bytes are staged: src may be reused.
   check(driver().memcpy_htod_async(d.address() + dst_offset, src, bytes, ctx_->stream()),
         "cuMemcpyHtoDAsync_v2");
+  transfers_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CudaBackend::read(const Storage& src, size_t src_offset, void* dst, size_t bytes) {
@@ -162,7 +164,9 @@ void CudaBackend::read(const Storage& src, size_t src_offset, void* dst, size_t 
   check(driver().memcpy_dtoh_async(dst, s.address() + src_offset, bytes, ctx_->stream()),
         "cuMemcpyDtoHAsync_v2");
   ctx_->synchronize();
+  // A read hands the device work of its own (the copy out), as a submit would.
   waits_.fetch_add(1, std::memory_order_relaxed);
+  work_at_wait_ = work_queued();
 }
 
 void CudaBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size_t dst_offset,
@@ -180,12 +184,20 @@ void CudaBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size
   check(driver().memcpy_dtod_async(d.address() + dst_offset, s.address() + src_offset, bytes,
                                    ctx_->stream()),
         "cuMemcpyDtoDAsync_v2");
+  transfers_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void CudaBackend::synchronize() {
   check_not_capturing("a wait for the device");
   ctx_->synchronize();
-  waits_.fetch_add(1, std::memory_order_relaxed);
+  // Counted as a submit only when work was queued since the last wait.
+  const uint64_t queued = work_queued();
+  if (work_at_wait_.exchange(queued) != queued) waits_.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t CudaBackend::work_queued() const {
+  return kernels_->launches() + gemm_launches_.load(std::memory_order_relaxed) +
+         transfers_.load(std::memory_order_relaxed) + replays_.load(std::memory_order_relaxed);
 }
 
 DeviceStats CudaBackend::stats() const {

@@ -98,6 +98,9 @@ class CudaBackend final : public Backend {
   bool tf32_ = false;
   std::atomic<uint64_t> reads_{0};
   std::atomic<uint64_t> waits_{0};
+  std::atomic<uint64_t> transfers_{0};     // host writes, device copies and fills queued
+  std::atomic<uint64_t> work_at_wait_{0};  // work_queued() at the last wait
+  uint64_t work_queued() const;
   std::atomic<uint64_t> replays_{0};
   // While recording: what the graph must keep alive (storages its kernels touch, scratch
   // blocks), handed to the graph by end_capture().

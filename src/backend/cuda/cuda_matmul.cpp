@@ -64,6 +64,7 @@ void CudaBackend::empty_product(const Tensor& bias, bool gelu, bool accumulate, 
   Scratch tmp(*this, bytes);
   ctx_->make_current();
   check(driver().memset_d8_async(tmp.get(), 0, bytes, ctx_->stream()), "cuMemsetD8Async");
+  transfers_.fetch_add(1, std::memory_order_relaxed);
   if (bias.defined())
     kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, tmp.get(), ptr(bias), tmp.get(), n,
                      bias.numel());

@@ -158,8 +158,10 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
 
 void CudaBackend::scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out) {
   const int64_t n = ids.numel(), num_rows = out.dim(0), C = out.dim(-1);
-  kernels_->launch("forge_scatter_add_rows", grid_columns(C), kBlock, 0, ptr(ids), ptr(src),
-                   ptr(out), n, num_rows, C);
+  const Dim3 grid{static_cast<unsigned>(grid_rows(n, "scatter_add_rows").x),
+                  static_cast<unsigned>((C + 255) / 256)};
+  kernels_->launch("forge_scatter_add_rows", grid, kBlock, 0, ptr(ids), ptr(src), ptr(out), n,
+                   num_rows, C);
 }
 
 void CudaBackend::gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out) {
