@@ -25,11 +25,5 @@ add_custom_command(
   COMMENT "embedding the CUDA kernels' source" VERBATIM)
 list(APPEND FORGE_BACKEND_SOURCES ${cuda_embedded})
 
-# The device-parameterized suites on CUDA devices, one ctest entry each (none run without a
-# GPU: the entries then pass with no case).
-function(forge_cuda_tests)
-  foreach(suite AllOps/OpReference AllOps/OpParity AllDevices/OpExact EveryDevice/DeviceE2E)
-    add_test(NAME ${suite}/cuda COMMAND forge_tests "--gtest_filter=${suite}.*/cuda_*")
-    set_tests_properties(${suite}/cuda PROPERTIES TIMEOUT 900)
-  endforeach()
-endfunction()
+# No ctest entries for the device-parameterized suites on CUDA: CI has no GPU, and the test
+# binary refuses a filter that matches nothing. On the GPU machine tools/gpu_tests.sh runs them.
