@@ -14,7 +14,10 @@ forge's does). Prints one JSON object.
 
   python3 bench/pytorch_cuda_gpt2.py [--preset gpt2] [--prompt-tokens 1024]
       [--decode-prompt 128] [--decode-tokens 256] [--train-batch 16] [--train-seq 1024]
-      [--train-steps 5] [--matmul 4096] [--tf32]
+      [--train-steps 20] [--matmul 4096] [--tf32] [--bf16] [--compile]
+--bf16 runs the training step's forward and loss under torch.autocast(bfloat16) (fp32
+weights, AdamW state and gradients, as people train with it); --compile wraps the model in
+torch.compile (default mode; its compile happens in the warm-up steps).
 """
 import argparse
 import json
@@ -82,9 +85,10 @@ def bench_decode(model, cfg, P, N):
             "decode_step_ms_median": statistics.median(steps) * 1e3}
 
 
-def bench_train(preset, B, T, steps):
+def bench_train(preset, B, T, steps, bf16=False, compile=False):
     model, cfg = model_of(preset)
     model.train()
+    fwd = torch.compile(model) if compile else model
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -95,15 +99,18 @@ def bench_train(preset, B, T, steps):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(x).logits.view(-1, cfg.vocab_size)
-        loss = torch.nn.functional.cross_entropy(logits, y.view(-1))
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            logits = fwd(x).logits.view(-1, cfg.vocab_size)
+            loss = torch.nn.functional.cross_entropy(logits.float(), y.view(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    ms = gpu_ms(step, 1, steps)
+    torch.cuda.reset_peak_memory_stats()
+    ms = gpu_ms(step, 3, steps)
     peak = torch.cuda.max_memory_allocated() / 2**20
-    return {"train_batch": B, "train_seq": T, "train_step_ms": ms,
+    return {"train_batch": B, "train_seq": T, "train_bf16": bf16, "train_compile": compile,
+            "train_steps": steps, "train_step_ms": ms,
             "train_tok_s": B * T / ms * 1e3, "train_peak_gpu_mib": peak}
 
 
@@ -122,9 +129,11 @@ def main():
     ap.add_argument("--decode-tokens", type=int, default=256)
     ap.add_argument("--train-batch", type=int, default=16)
     ap.add_argument("--train-seq", type=int, default=1024)
-    ap.add_argument("--train-steps", type=int, default=5)
+    ap.add_argument("--train-steps", type=int, default=20)
     ap.add_argument("--matmul", type=int, default=4096)
     ap.add_argument("--tf32", action="store_true", help="matmuls on TF32 tensor cores")
+    ap.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
+    ap.add_argument("--compile", action="store_true", help="train a torch.compile'd model")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
@@ -141,7 +150,8 @@ def main():
     del model
     torch.cuda.empty_cache()
     if a.train_steps > 0:
-        out.update(bench_train(a.preset, a.train_batch, a.train_seq, a.train_steps))
+        out.update(bench_train(a.preset, a.train_batch, a.train_seq, a.train_steps, a.bf16,
+                               a.compile))
     print(json.dumps(out, indent=2))
 
 

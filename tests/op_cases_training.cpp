@@ -1,5 +1,5 @@
-// The op cases of the training ops: sum_rows, scatter_add_rows, gather_nll, ce_bwd, dropout,
-// sumsq, adamw and the head layouts' inverses (see op_cases.h).
+// The op cases of the training ops: sum_rows, scatter_add_rows, gather_nll, ce_bwd,
+// softmax_xent_, dropout, sumsq, adamw and the head layouts' inverses (see op_cases.h).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -99,6 +99,25 @@ void add_training(Cases& cs) {
             return Exp{e};
           });
     }
+    // The fused classifier: gather_nll's nll, and the logits overwritten by ce_bwd at scale 1.
+    cs.add(
+        "softmax_xent_", variant, dims_str(d), inputs,
+        [](const std::vector<Tensor>& t) {
+          Tensor logits = t[0];
+          const Tensor nll = softmax_xent_(logits, t[1]);
+          return Outputs{host(nll), host(logits)};
+        },
+        [V](const Inputs& x) {
+          Expected g;
+          g.value = ref::ce_bwd(W(x[0]), x[1].u32, V, 1.0);
+          for (size_t i = 0; i < g.value.size(); ++i) {
+            const bool target = static_cast<int64_t>(i) % V == x[1].u32[i / sz(V)];
+            const double p = g.value[i] + (target ? 1.0 : 0.0);
+            g.tol.push_back(kBwdTol * p + (target ? 0x1p-23 : 0.0) + kUnderflowFloor);
+          }
+          return Exp{abs_tol(ref::gather_nll(W(x[0]), x[1].u32, V), kBwdTol), g};
+        },
+        {0});
   }
 
   for (const Dims& d : std::vector<Dims>{{1}, {17}, {33, 785}, {3, 50257}}) {

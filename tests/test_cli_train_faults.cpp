@@ -177,6 +177,11 @@ TEST_F(CliTrain, RejectsBadHyperparameters) {
   expect_error(tiny_args(out, "--weight-decay -0.5"), "--weight-decay");
   expect_error(tiny_args(out, "--batch abc"), "--batch");
   expect_error(tiny_args(out, "--embd 30 --heads 4"), "--embd 30");
+  expect_error(tiny_args(out, "--precision fp16"), "--precision");
+  expect_error(tiny_args(out, "--precision tf32"),
+               "device cpu multiplies in fp32 only: precision tf32 needs");
+  expect_error(tiny_args(out, "--precision bf16"),
+               "device cpu multiplies in fp32 only: precision bf16 needs");
   EXPECT_FALSE(fs::exists(out / "train_state.safetensors"));
 }
 
@@ -222,6 +227,7 @@ TEST_F(CliTrain, RejectsBadResumes) {
   expect_error(resume + "--layers 3", "--layers");
   expect_error(resume + "--batch 8", "--batch");
   expect_error(resume + "--steps 9", "--steps");
+  expect_error(resume + "--precision bf16", "--precision \"bf16\" does not match");
   // Different data.
   write_bytes(dir / "other.txt", generated_text() + "different text at the end");
   expect_error("train --out " + good.string() + " --resume --data " + (dir / "other.txt").string(),
@@ -232,6 +238,26 @@ TEST_F(CliTrain, RejectsBadResumes) {
   const CliResult r = run_forge("train --out " + good.string() + " --resume --threads 2 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(parse_json(r)["steps"], 8);
+}
+
+// A state file from before --precision (its settings lack the key) resumes as fp32, to the
+// same end as an uninterrupted run.
+TEST_F(CliTrain, StateFromBeforePrecisionResumesAsFp32) {
+  const fs::path dir = fresh_dir("no_precision");
+  const fs::path full = dir / "full", out = dir / "out";
+  ASSERT_EQ(run_forge(tiny_args(full)).code, 0);
+  ASSERT_EQ(run_forge(tiny_args(out, "--stop-after 3")).code, 0);
+  // Blank the key out of the settings JSON inside the header (same length: the file stays
+  // valid; the settings are a JSON string inside the metadata, so its quotes are escaped).
+  std::string state = slurp(out / "train_state.safetensors");
+  const std::string key = "\\\"precision\\\":\\\"fp32\\\",";
+  const size_t at = state.find(key);
+  ASSERT_NE(at, std::string::npos) << "the settings' precision key";
+  state.replace(at, key.size(), std::string(key.size(), ' '));
+  write_bytes(out / "train_state.safetensors", state);
+  const CliResult r = run_forge("train --out " + out.string() + " --resume --threads 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_run(result_of(full), result_of(out));
 }
 
 }  // namespace

@@ -187,11 +187,16 @@ TEST(OpsErrors, ScatterAddRows) {
   EXPECT_OP_ERROR(scatter_add_rows(Tensor(), src, 5), Shape, "scatter_add_rows");
 }
 
-TEST(OpsErrors, GatherNllAndCeBwd) {
+TEST(OpsErrors, GatherNllCeBwdAndSoftmaxXent) {
   const Tensor logits = f32({2, 5});
-  for (const char* op : {"gather_nll", "ce_bwd"}) {
+  for (const char* op : {"gather_nll", "ce_bwd", "softmax_xent_"}) {
     auto run = [&](const Tensor& l, const Tensor& t) {
-      return std::string(op) == "gather_nll" ? gather_nll(l, t) : ce_bwd(l, t, 0.5f);
+      const std::string o = op;
+      if (o == "softmax_xent_") {
+        Tensor in_place = l;
+        return softmax_xent_(in_place, t);
+      }
+      return o == "gather_nll" ? gather_nll(l, t) : ce_bwd(l, t, 0.5f);
     };
     EXPECT_OP_ERROR(run(logits, u32({0, 5}, {2})), Range, op);  // target 5 >= V
     EXPECT_OP_ERROR(run(logits, u32({0, 1, 2}, {3})), Shape, op);

@@ -53,6 +53,14 @@ std::string device_setting(Device device, const std::string& name);
 /// The names of a device's settings (none on the CPU).
 std::vector<std::string> device_setting_names(Device device);
 
+/// The arithmetic of `device`'s matrix products, as `forge train --precision` takes it:
+/// "fp32" (every device), or "tf32" / "bf16" (tensor cores on fp32 tensors, where the
+/// device's backend has the "precision" setting). Error(Unsupported) naming the device and
+/// what it has for a precision it lacks; Error(Format) for another name.
+void set_device_precision(Device device, const std::string& precision);
+/// The arithmetic of `device`'s matrix products now, as set_device_precision takes it.
+std::string device_precision(Device device);
+
 /// Whether `device` multiplies by weights of `dtype` and gathers rows from them (matmul with
 /// such a b, embedding with such a table): always for F32; the CPU for every weight dtype.
 /// Error(Device) if the device does not exist.

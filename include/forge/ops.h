@@ -213,6 +213,14 @@ Tensor gather_nll(const Tensor& logits, const Tensor& targets);
 /// scale is usually dloss / N. Same shapes and errors as gather_nll.
 Tensor ce_bwd(const Tensor& logits, const Tensor& targets, float scale);
 
+/// The fused classifier: returns nll = gather_nll(logits, targets) and overwrites logits
+/// with ce_bwd(logits, targets, 1) = softmax(logits) - onehot(targets), the gradient of the
+/// summed nll (a loss's backward scales it, e.g. in its product's alpha). Bit for bit the two
+/// ops; a GPU reads the logits once for both, and no second [N, V] buffer is needed. Same
+/// shapes and errors as gather_nll; logits changes in place (every view of it sees the
+/// gradient).
+Tensor softmax_xent_(Tensor& logits, const Tensor& targets);
+
 /// Inverted dropout with a counter-based mask: element i (flat index) is kept iff
 /// (dropout_hash(seed, i) >> 8) >= dropout_threshold(p); kept elements are multiplied by
 /// 1 / (1 - p) (computed once on the host, as float). p in [0, 1); p = 0 copies.

@@ -298,14 +298,17 @@ Var embedding(const Tensor& ids, const Var& table) {
 
 namespace {
 
-/// The backward of out = a2 @ W^T (a2: [R, K], W: [V, K], the LM head) for dy2 [R, V]:
-/// gives W (input 1) its gradient dy^T @ a2 and returns da = dy2 @ W when input 0 needs it
-/// (else undefined).
-Tensor head_backward(BackwardCtx& c, const Tensor& a2, const Tensor& w, const Tensor& dy2) {
+/// The backward of out = a2 @ W^T (a2: [R, K], W: [V, K], the LM head) for dy2 = g * s
+/// ([R, V], g given, the scale s folded into the products): gives W (input 1) its gradient
+/// s g^T @ a2 and returns da = s g @ W when input 0 needs it (else undefined).
+Tensor head_backward(BackwardCtx& c, const Tensor& a2, const Tensor& w, const Tensor& g, float s) {
   MatmulSpec tn;
   tn.trans_a = true;
-  if (c.needs(1)) c.give(1, matmul(dy2, a2, tn));
-  return c.needs(0) ? matmul(dy2, w) : Tensor();
+  tn.alpha = s;
+  if (c.needs(1)) c.give(1, matmul(g, a2, tn));
+  MatmulSpec nn;
+  nn.alpha = s;
+  return c.needs(0) ? matmul(g, w, nn) : Tensor();
 }
 
 }  // namespace
@@ -327,31 +330,31 @@ Var lm_head_loss(const Var& h, const Var& head, const Tensor& targets, int64_t b
   MatmulSpec nt;
   nt.trans_b = true;
   const Tensor tg = targets.reshape({N});
-  // Per block of rows: logits [rows, V] (kept for the backward) and their nll, gathered
-  // into one [N] so that the mean is the unblocked op's exactly.
-  std::vector<Tensor> logits;
+  // Per block of rows: logits [rows, V] and their nll, gathered into one [N] so that the
+  // mean is the unblocked op's exactly. The fused classifier leaves in each block the
+  // gradient of its summed nll, softmax - onehot, kept for the backward.
+  std::vector<Tensor> grads;
   Tensor nll = Tensor::zeros({N}, DType::F32, H.device());
   for (int64_t r = 0; r < N; r += block_rows) {
     const int64_t rows = std::min(block_rows, N - r);
-    logits.push_back(forge::matmul(H.narrow_rows(r, rows), W, nt));
+    grads.push_back(forge::matmul(H.narrow_rows(r, rows), W, nt));
     Tensor dst = nll.narrow_rows(r, rows);
-    add_(dst, gather_nll(logits.back(), tg.narrow_rows(r, rows)));
+    add_(dst, softmax_xent_(grads.back(), tg.narrow_rows(r, rows)));
   }
   Tensor loss = forge::scale(sum_rows(nll.reshape({N, 1})), 1.0f / static_cast<float>(N));
   return emit(op, tape, {Access::node(h), Access::node(head)}, std::move(loss),
-              [H, W, tg, logits, block_rows, N](BackwardCtx& c) {
+              [H, W, grads, block_rows, N](BackwardCtx& c) {
                 const float dloss = c.dy_value();
                 const float s = dloss / static_cast<float>(N);
                 Tensor dh;
-                if (c.needs(0) && logits.size() > 1)
+                if (c.needs(0) && grads.size() > 1)
                   dh = Tensor::zeros(H.shape(), DType::F32, H.device());
-                for (size_t i = 0; i < logits.size(); ++i) {
+                for (size_t i = 0; i < grads.size(); ++i) {
                   const int64_t r = static_cast<int64_t>(i) * block_rows;
-                  const int64_t rows = logits[i].dim(0);
-                  const Tensor dlogits = ce_bwd(logits[i], tg.narrow_rows(r, rows), s);
-                  const Tensor da = head_backward(c, H.narrow_rows(r, rows), W, dlogits);
+                  const int64_t rows = grads[i].dim(0);
+                  const Tensor da = head_backward(c, H.narrow_rows(r, rows), W, grads[i], s);
                   if (!c.needs(0)) continue;
-                  if (logits.size() == 1) {
+                  if (grads.size() == 1) {
                     dh = da;
                   } else {
                     Tensor dst = dh.narrow_rows(r, rows);

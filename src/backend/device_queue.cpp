@@ -2,6 +2,7 @@
 // profiling, device_info and the settings.
 #include "forge/device_queue.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -134,6 +135,28 @@ std::string device_setting(Device device, const std::string& name) {
 
 std::vector<std::string> device_setting_names(Device device) {
   return backend_for(device).setting_names();
+}
+
+void set_device_precision(Device device, const std::string& precision) {
+  if (precision != "fp32" && precision != "tf32" && precision != "bf16")
+    throw Error(ErrorKind::Format,
+                "precision \"" + precision + "\" is not one of fp32, tf32, bf16");
+  Backend& be = backend_for(device);
+  const std::vector<std::string> names = be.setting_names();
+  if (std::find(names.begin(), names.end(), "precision") != names.end())
+    return be.set_setting("precision", precision);
+  if (precision != "fp32")
+    throw Error(ErrorKind::Unsupported, "device " + device.str() +
+                                            " multiplies in fp32 only: precision " + precision +
+                                            " needs a device whose products have it (forge devices lists each "
+                                            "device's matmul arithmetic)");
+}
+
+std::string device_precision(Device device) {
+  const Backend& be = backend_for(device);
+  const std::vector<std::string> names = be.setting_names();
+  if (std::find(names.begin(), names.end(), "precision") == names.end()) return "fp32";
+  return be.setting("precision");
 }
 
 }  // namespace forge

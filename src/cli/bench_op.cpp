@@ -12,6 +12,7 @@
 #include "cli/bench_timing.h"
 #include "cli/commands.h"
 #include "forge/device_queue.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/op_table.h"
 #include "forge/ops.h"
@@ -143,11 +144,16 @@ OpRun make_run(const std::string& op, int64_t R, Device d) {
     const Tensor ids = in.ids(R, kV), src = in.f(rc);
     r = {"ids [" + std::to_string(R) + "] into [50257, 768]", in.bytes(double(kV) * kC), 0,
          [=] { (void)scatter_add_rows(ids, src, kV); }};
-  } else if (op == "gather_nll" || op == "ce_bwd") {
+  } else if (op == "gather_nll" || op == "ce_bwd" || op == "softmax_xent") {
     const Shape s{R, kV};
     const Tensor logits = in.f(s), targets = in.ids(R, kV);
     if (op == "gather_nll")
       r = {s.str(), in.bytes(R), 0, [=] { (void)gather_nll(logits, targets); }};
+    else if (op == "softmax_xent")  // in place: later runs take the gradients as logits
+      r = {s.str(), in.bytes(R + n(s)), 0, [=] {
+             Tensor l = logits;
+             (void)softmax_xent_(l, targets);
+           }};
     else
       r = {s.str(), in.bytes(n(s)), 0, [=] { (void)ce_bwd(logits, targets, 1.0f / R); }};
   } else if (op == "dropout") {
@@ -201,6 +207,7 @@ int bench_op(const OpBenchOptions& o) {
     nlohmann::ordered_json j = {
         {"op", o.op},
         {"device", device.str()},
+        {"precision", device_precision(device)},
         {"rows", o.rows},
         {"shape", r.shape},
         {"repeat", o.repeat},

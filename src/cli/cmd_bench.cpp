@@ -205,6 +205,7 @@ int run_matmul_bench(const MatmulBenchOptions& o) {
     nlohmann::ordered_json j = {
         {"op", "matmul"},
         {"device", device.str()},
+        {"precision", device_precision(device)},
         {"m", o.m},
         {"n", o.n},
         {"k", o.k},
@@ -344,12 +345,17 @@ void register_bench(CLI::App& app, Action& action) {
                   "K]: with --trans-b), or the preset's weights");
   cmd->add_option("--device", po.device, "Device to run on (" + device_choices() + ")")
       ->capture_default_str();
+  cmd->add_option("--precision", po.precision,
+                  "The device's matrix products: fp32, tf32 or bf16 (as forge train's)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
+      ->capture_default_str();
 
   const std::vector<CLI::Option*> matmul_only(op_only.begin(), op_only.begin() + 8);
   cmd->callback([&action, args, rows_opt, matmul_only] {
     action = [args, rows_opt, matmul_only]() -> int {
       if (args->matmul.op.empty() && args->preset.empty() && args->model.model.empty())
         fail(ErrorKind::Format, "give exactly one of --op NAME, --preset NAME or --model PATH");
+      set_device_precision(parse_device(args->model.device), args->model.precision);
       if (!args->matmul.op.empty() && args->matmul.op != "matmul") {
         for (const CLI::Option* o : matmul_only)
           if (o->count() > 0)

@@ -320,6 +320,7 @@ int bench_model(const ModelBenchOptions& o) {
         {"weights_dtype", dtype_name(model.weight_dtype())},
         {"params", config.num_params()},
         {"device", device.str()},
+        {"precision", device_precision(device)},
         {"threads", threads},
         {"batch", B},
         {"prompt_tokens", P},

@@ -52,6 +52,7 @@
 #include "cli/progress.h"
 #include "cli/train_args.h"
 #include "forge/data.h"
+#include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/generate.h"
 #include "forge/gpt2.h"
@@ -163,6 +164,7 @@ std::map<std::string, std::string> apply_resume(TrainArgs& a, const std::vector<
                                 " holds no forge train settings (not written by forge train?)");
   }
   for (const Setting& s : settings) {
+    if (!saved.contains(s.key) && !s.absent.is_null()) saved[s.key] = s.absent;
     if (!saved.contains(s.key)) {
       if (s.on_resume == OnResume::Free) continue;
       fail(ErrorKind::Format, "--resume: " + state.string() + " lacks the setting '" + s.key + "'");
@@ -269,6 +271,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   h.dropout = static_cast<float>(a.dropout);
   h.seed = a.seed;
   h.validate();
+  set_device_precision(parse_device(a.device), a.precision);
   if (!(a.val_fraction >= 0.0 && a.val_fraction <= 0.5))
     fail(ErrorKind::Range,
          "--val-fraction must be in [0, 0.5], got " + std::to_string(a.val_fraction));

@@ -34,6 +34,7 @@ struct ModelBenchOptions {
   int decode_tokens = 64;
   int batch = 1;
   std::string device = "cpu";
+  std::string precision = "fp32";  // --precision: the device's matrix products (devices.h)
   bool json = false;
   bool profile = false;  // also time each op of a prefill and a decode step (cmd_bench_model.cpp)
   // Training: optimizer steps (train::Trainer::step) of train_batch x train_seq random

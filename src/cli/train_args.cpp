@@ -81,6 +81,17 @@ void add_train_options(CLI::App& cmd_app, TrainArgs& a, std::vector<Setting>& se
   add(setting("dropout", &TrainArgs::dropout, R::Fixed),
       cmd_app.add_option("--dropout", a.dropout, "Dropout probability, in [0, 1)")
           ->capture_default_str());
+  {
+    Setting s = setting("precision", &TrainArgs::precision, R::Fixed);
+    s.absent = "fp32";  // state files from before --precision
+    add(std::move(s),
+        cmd_app
+            .add_option("--precision", a.precision,
+                        "The matrix products' arithmetic: fp32, or tensor cores on fp32 tensors "
+                        "with tf32 or bf16 operands (devices that have them: cuda)")
+            ->check(CLI::IsMember({"fp32", "tf32", "bf16"}))
+            ->capture_default_str());
+  }
   add(setting("seed", &TrainArgs::seed, R::Fixed),
       cmd_app.add_option("--seed", a.seed, "Seed of the init, the batches and dropout")
           ->capture_default_str());

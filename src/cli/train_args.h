@@ -15,6 +15,7 @@ using nlohmann::ordered_json;
 
 struct TrainArgs {
   std::string data, out, tokenizer, preset, init_from, device = "cpu";
+  std::string precision = "fp32";  // the matrix products' arithmetic (a device setting)
   double val_fraction = 0.1;
   int64_t layers = 0, heads = 0, embd = 0, ctx = 0;  // 0: the preset's
   // llm.c's CPU default is B = 4, T = 64; nanoGPT's is larger, for a GPU. Hyper's are the
@@ -41,13 +42,17 @@ struct Setting {
   OnResume on_resume = OnResume::Fixed;
   std::function<ordered_json(const TrainArgs&)> get;
   std::function<void(TrainArgs&, const ordered_json&)> set;
+  // The value a state file written before this setting existed stands for (null: none; such
+  // a file cannot be resumed).
+  ordered_json absent;
 };
 
 template <class T>
 Setting setting(const std::string& key, T TrainArgs::*member, OnResume on_resume) {
   return Setting{key, nullptr, on_resume,
                  [member](const TrainArgs& a) { return ordered_json(a.*member); },
-                 [member](TrainArgs& a, const ordered_json& j) { a.*member = j.get<T>(); }};
+                 [member](TrainArgs& a, const ordered_json& j) { a.*member = j.get<T>(); },
+                 nullptr};
 }
 
 inline ordered_json settings_json(const TrainArgs& a, const std::vector<Setting>& settings) {

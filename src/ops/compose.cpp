@@ -34,4 +34,18 @@ void compose_matmul_add_layernorm_matmul(Backend& be, const OpCall& c) {
       {&x_new, c.inputs[4], c.inputs[5], c.inputs[6], c.inputs[7]}, {c.outputs[1]}, lm);
 }
 
+// nll = gather_nll(logits, targets); logits = ce_bwd(logits, targets, 1) (through a
+// temporary: a backend's ce_bwd need not run in place).
+void compose_softmax_xent(Backend& be, const OpCall& c) {
+  const Tensor& targets = c.in(0);
+  Tensor& logits = c.out(0);
+  run(be, c.function, Op::gather_nll, {&logits, &targets}, {c.outputs[1]});
+  Tensor d = Tensor::empty(logits.shape(), DType::F32, logits.device());
+  OpAttrs one;
+  one.scale = 1.0f;
+  run(be, c.function, Op::ce_bwd, {&logits, &targets}, {&d}, one);
+  be.copy(*d.storage(), d.offset() * sizeof(float), *logits.storage(),
+          logits.offset() * sizeof(float), static_cast<size_t>(logits.numel()) * sizeof(float));
+}
+
 }  // namespace forge::ops_detail

@@ -19,5 +19,6 @@ void run(Backend& be, const OpCall& call);
 /// The generic compositions of the fused ops (compose.cpp).
 void compose_layernorm_matmul(Backend& be, const OpCall& call);
 void compose_matmul_add_layernorm_matmul(Backend& be, const OpCall& call);
+void compose_softmax_xent(Backend& be, const OpCall& call);
 
 }  // namespace forge::ops_detail

@@ -1,4 +1,4 @@
-// Index-driven ops: embedding, scatter_add_rows, gather_nll, ce_bwd.
+// Index-driven ops: embedding, scatter_add_rows, gather_nll, ce_bwd, softmax_xent_.
 // Every id/target is range-checked here, on the host, before any kernel runs, so kernels
 // never index out of bounds.
 #include <cstdint>
@@ -110,6 +110,15 @@ Tensor ce_bwd(const Tensor& logits, const Tensor& targets, float scale) {
     run(backend_for(logits.device()), op, Op::ce_bwd, {&logits, &tg}, {&out}, at);
   }
   return out;
+}
+
+Tensor softmax_xent_(Tensor& logits, const Tensor& targets) {
+  const char* op = "softmax_xent_";
+  const Tensor tg = check_logits_targets(op, logits, targets);
+  Tensor nll = Tensor::empty({logits.shape().rows()}, DType::F32, logits.device());
+  if (nll.numel() > 0 && logits.numel() > 0)
+    run(backend_for(logits.device()), op, Op::softmax_xent, {&tg}, {&logits, &nll});
+  return nll;
 }
 
 }  // namespace forge

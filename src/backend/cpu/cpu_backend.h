@@ -27,6 +27,9 @@ class CpuBackend final : public Backend {
   CpuBackend() {
     add_op_methods(*this);
     add_weight_kernels(*this);
+    add_kernel(Op::softmax_xent, [](Backend& b, const OpCall& c) {
+      static_cast<CpuBackend&>(b).softmax_xent(c.in(0), c.out(0), c.out(1));
+    });
   }
   DeviceInfo info() const override;
   std::shared_ptr<Storage> allocate(size_t bytes) override;
@@ -41,6 +44,8 @@ class CpuBackend final : public Backend {
 
   // The kernels, one file per family (above); registered by add_op_methods.
   FORGE_OP_METHODS
+  // The fused classifier in place: gather_nll's nll, then ce_bwd's rows at scale 1 (gather.cpp).
+  void softmax_xent(const Tensor& targets, Tensor& logits, Tensor& nll);
 };
 
 }  // namespace forge::cpu

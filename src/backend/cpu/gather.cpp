@@ -1,4 +1,4 @@
-// CPU index-driven kernels: embedding, scatter_add_rows, gather_nll, ce_bwd. Ids and
+// CPU index-driven kernels: embedding, scatter_add_rows, gather_nll, ce_bwd, softmax_xent. Ids and
 // targets were range-checked by the ops layer.
 #include <algorithm>
 #include <cmath>
@@ -69,6 +69,23 @@ void CpuBackend::ce_bwd(const Tensor& logits, const Tensor& targets, float scale
                    // d = (softmax(row) - onehot(target)) * scale
                    softmax_row(pl + r * V, po + r * V, V, scale);
                    po[r * V + pt[r]] -= scale;
+                 }
+               });
+}
+
+void CpuBackend::softmax_xent(const Tensor& targets, Tensor& logits, Tensor& nll) {
+  const uint32_t* pt = targets.data<uint32_t>();
+  float* pl = logits.data<float>();
+  float* po = nll.data<float>();
+  const int64_t V = logits.shape().cols();
+  const auto lse = pick(logsumexp_avx512, logsumexp_avx2, logsumexp_loop);
+  parallel_for(logits.shape().rows(), row_grain(V, kGrainTranscendental),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   float* row = pl + r * V;
+                   po[r] = lse(row, V) - row[pt[r]];
+                   softmax_row(row, row, V, 1.0f);  // reads each element before writing it
+                   row[pt[r]] -= 1.0f;
                  }
                });
 }

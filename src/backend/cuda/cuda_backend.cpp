@@ -94,14 +94,17 @@ CudaBackend::CudaBackend(int ordinal)
                                       ctx_->device()),
         "cuDeviceGetAttribute");
   attention_smem_limit_ = 48 << 10;  // every kernel's default
-  if (const char* v = std::getenv("FORGE_CUDA_TF32"); v && *v) {
+  if (const char* v = std::getenv("FORGE_CUDA_PRECISION"); v && *v) {
     try {
-      set_setting("tf32", v);
+      set_setting("precision", v);
     } catch (const Error& e) {
-      throw Error(ErrorKind::Format, std::string("FORGE_CUDA_TF32: ") + e.what());
+      throw Error(ErrorKind::Format, std::string("FORGE_CUDA_PRECISION: ") + e.what());
     }
   }
   add_op_methods(*this);
+  add_kernel(Op::softmax_xent, [](Backend& b, const OpCall& c) {
+    static_cast<CudaBackend&>(b).softmax_xent(c.in(0), c.out(0), c.out(1));
+  });
   register_weight_kernels();
 }
 
@@ -123,7 +126,10 @@ DeviceInfo CudaBackend::info() const {
                                std::to_string(allocator_->bytes_cached() >> 20) + " MiB cached");
   info.limits.emplace_back("shared memory per block (opt-in)",
                            std::to_string(attention_smem_optin_ >> 10) + " KiB");
-  info.limits.emplace_back("matmul", tf32_ ? "TF32 tensor cores" : "fp32");
+  using P = GemmShape::Precision;
+  info.limits.emplace_back("matmul", precision_ == P::tf32   ? "TF32 tensor cores"
+                                     : precision_ == P::bf16 ? "bf16 tensor cores"
+                                                             : "fp32");
   return info;
 }
 
@@ -298,21 +304,32 @@ void CudaBackend::replay(const Graph& g) {
   replays_.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+void check_setting_name(const std::string& name, int ordinal) {
+  if (name != "precision")
+    throw Error(ErrorKind::Unsupported, "device cuda:" + std::to_string(ordinal) +
+                                            " has no setting \"" + name + "\" (it has: precision)");
+}
+}  // namespace
+
 void CudaBackend::set_setting(const std::string& name, const std::string& value) {
-  if (name != "tf32")
-    throw Error(ErrorKind::Unsupported, "device cuda:" + std::to_string(ordinal_) +
-                                            " has no setting \"" + name + "\" (it has: tf32)");
-  if (value != "0" && value != "1")
-    throw Error(ErrorKind::Format,
-                "cuda setting tf32: \"" + value + "\" is not 0 (fp32 products) or 1 (TF32)");
-  tf32_ = value == "1";
+  check_setting_name(name, ordinal_);
+  using P = GemmShape::Precision;
+  if (value == "fp32")
+    precision_ = P::fp32;
+  else if (value == "tf32")
+    precision_ = P::tf32;
+  else if (value == "bf16")
+    precision_ = P::bf16;
+  else
+    throw Error(ErrorKind::Format, "cuda setting precision: \"" + value +
+                                       "\" is not fp32, tf32 or bf16 (the products' arithmetic)");
 }
 
 std::string CudaBackend::setting(const std::string& name) const {
-  if (name != "tf32")
-    throw Error(ErrorKind::Unsupported, "device cuda:" + std::to_string(ordinal_) +
-                                            " has no setting \"" + name + "\" (it has: tf32)");
-  return tf32_ ? "1" : "0";
+  check_setting_name(name, ordinal_);
+  using P = GemmShape::Precision;
+  return precision_ == P::tf32 ? "tf32" : precision_ == P::bf16 ? "bf16" : "fp32";
 }
 
 Backend& backend(int ordinal) {

@@ -49,15 +49,19 @@ class CudaBackend final : public Backend {
   void set_profiling(bool on) override { ctx_->profiler().set_on(on); }
   std::vector<KernelTime> kernel_times() override { return ctx_->profiler().times(); }
   DeviceStats stats() const override;
-  /// "tf32": "0" (default: products in exact fp32 FMAs) or "1" (TF32 tensor cores); its
-  /// first value comes from FORGE_CUDA_TF32 when set (a bad value: Error(Format)).
+  /// "precision", the matrix products' arithmetic: "fp32" (default: exact fp32 FMAs),
+  /// "tf32" or "bf16" (tensor cores, the fp32 operands rounded to TF32 or bf16, fp32
+  /// accumulation and output). Every other kernel stays fp32. Its first value comes from
+  /// FORGE_CUDA_PRECISION when set (a bad value: Error(Format)).
   void set_setting(const std::string& name, const std::string& value) override;
   std::string setting(const std::string& name) const override;
-  std::vector<std::string> setting_names() const override { return {"tf32"}; }
+  std::vector<std::string> setting_names() const override { return {"precision"}; }
 
   Allocator& allocator() { return *allocator_; }
 
   FORGE_OP_METHODS
+  // The fused classifier (kernels/xent.cu): nll, then the logits' gradient in place.
+  void softmax_xent(const Tensor& targets, Tensor& logits, Tensor& nll);
 
  private:
   /// Device memory for one kernel call's intermediate values, given back when it goes out
@@ -95,7 +99,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<Kernels> kernels_;
   std::unique_ptr<Gemm> gemm_;
-  bool tf32_ = false;
+  GemmShape::Precision precision_ = GemmShape::Precision::fp32;
   std::atomic<uint64_t> reads_{0};
   std::atomic<uint64_t> waits_{0};
   std::atomic<uint64_t> transfers_{0};     // host writes, device copies and fills queued

@@ -10,7 +10,7 @@ namespace {
 // (the batch stride stays the stored matrix); out: [M, N] | [B, M, N]. Validated by
 // ops/matmul.cpp.
 GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const MatmulSpec& spec,
-                     const Tensor& out, bool tf32) {
+                     const Tensor& out, GemmShape::Precision precision) {
   GemmShape s;
   s.batch = out.rank() == 3 ? out.dim(0) : 1;
   s.m = out.dim(-2);
@@ -23,7 +23,7 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
   s.stride_out = s.m * s.n;
   s.bias = bias.defined();
   s.gelu = spec.gelu;
-  s.tf32 = tf32;
+  s.precision = precision;
   // A batch of row blocks times one shared b is one taller product: [B*M, K] x [K, N].
   if (s.batch > 1 && s.stride_b == 0 && !s.trans_a) {
     s.m *= s.batch;
@@ -37,7 +37,7 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
 
 void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
                          const MatmulSpec& spec, bool accumulate, Tensor& out) {
-  const GemmShape s = gemm_shape(a, b, bias, spec, out, tf32_);
+  const GemmShape s = gemm_shape(a, b, bias, spec, out, precision_);
   const CUdeviceptr bias_ptr = bias.defined() ? ptr(bias) : 0;
   if (s.k == 0) {
     empty_product(bias, spec.gelu, accumulate, out);

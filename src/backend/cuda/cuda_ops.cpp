@@ -176,6 +176,12 @@ void CudaBackend::ce_bwd(const Tensor& logits, const Tensor& targets, float scal
                    ptr(out), rows, V, scale);
 }
 
+void CudaBackend::softmax_xent(const Tensor& targets, Tensor& logits, Tensor& nll) {
+  const int64_t rows = targets.numel(), V = logits.dim(-1);
+  kernels_->launch("forge_softmax_xent", grid_rows(rows, "softmax_xent"), kBlock, 0, ptr(targets),
+                   ptr(logits), ptr(nll), rows, V);
+}
+
 // ---- attention heads --------------------------------------------------------------------
 // Head-major tensors are [B*n_head, T, hd], token-major ones [B, T, n_head*hd].
 

@@ -28,11 +28,13 @@ struct GemmShape {
   int64_t stride_out = 0;
   bool bias = false;  // bias [n] added to every row
   bool gelu = false;  // the tanh GELU applied after the bias (not with beta != 0)
-  bool tf32 = false;  // TF32 tensor cores (else exact fp32 FMAs)
+  // The products' arithmetic on fp32 operands: exact fp32 FMAs, or tensor cores with the
+  // operands rounded to TF32 or to bf16 (fp32 accumulation either way).
+  enum class Precision { fp32, tf32, bf16 } precision = Precision::fp32;
 
   auto key() const {
     return std::tuple(m, n, k, batch, trans_a, trans_b, stride_a, stride_b, stride_out, bias, gelu,
-                      tf32);
+                      precision);
   }
 };
 

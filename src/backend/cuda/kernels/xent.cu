@@ -48,3 +48,38 @@ extern "C" __global__ void forge_ce_bwd(const float* logits, const u32* targets,
     yr[j] = j == t ? y - scale : y;
   }
 }
+
+// The fused classifier, in place: nll[r] as forge_gather_nll, then logits[r] = ce_bwd's row
+// at scale 1, with the same sums in the same block shape (so bit for bit the two kernels).
+// Three reads and one write of the row instead of gather_nll's two reads plus ce_bwd's three
+// reads and a write into a second [rows, V] buffer. Thread 0 reads the target's logit before
+// any thread overwrites the row.
+extern "C" __global__ void forge_softmax_xent(const u32* targets, float* logits, float* nll,
+                                              i64 rows, i64 V) {
+  const i64 r = blockIdx.x;
+  if (r >= rows) return;
+  float* lr = logits + r * V;
+  float mx = forge_neg_inf();
+  for (i64 j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, lr[j]);
+  mx = forge_block_max(mx);
+  double sd = 0.0;
+  float sf = 0.0f;
+  for (i64 j = threadIdx.x; j < V; j += blockDim.x) {
+    const float e = expf(lr[j] - mx);
+    sd += (double)e;
+    sf += e;
+  }
+  sd = forge_block_sum_d(sd);
+  const float k = 1.0f / forge_block_sum(sf);
+  const i64 t = targets[r];
+  if (threadIdx.x == 0) {
+    const bool finite = (__float_as_uint(mx) & 0x7f800000u) != 0x7f800000u;
+    const float lse = finite ? mx + (float)log(sd) : mx;
+    nll[r] = lse - lr[t];
+  }
+  __syncthreads();
+  for (i64 j = threadIdx.x; j < V; j += blockDim.x) {
+    const float y = __fmul_rn(expf(lr[j] - mx), k);
+    lr[j] = j == t ? y - 1.0f : y;
+  }
+}

@@ -2,7 +2,7 @@
 // size classes, the registration (no device and a clear error without a GPU), the embedded
 // kernels compiled by NVRTC (where the library is installed) with every kernel the backend
 // launches, and the disk cache of compiled images. With a GPU (the GPU machine): the
-// allocator's reuse and out-of-memory error, and the tf32 setting. The ops themselves are
+// allocator's reuse and out-of-memory error, and the precision setting. The ops themselves are
 // tested on every device by the op harness (tests/test_ops_reference.cpp).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -128,6 +128,7 @@ const char* const kLaunched[] = {
     "forge_scatter_add_rows",
     "forge_gather_nll",
     "forge_ce_bwd",
+    "forge_softmax_xent",
     "forge_split_heads",
     "forge_merge_heads",
     "forge_unsplit_head",
@@ -211,7 +212,7 @@ TEST(CudaAllocatorOnGpu, FreedBlocksAreReusedAndOutOfMemoryIsAnError) {
   }
 }
 
-TEST(CudaMatmulOnGpu, Tf32IsASettingThatChangesTheProductWithinItsPrecision) {
+TEST(CudaMatmulOnGpu, PrecisionIsASettingThatChangesTheProductWithinItsRounding) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const Device dev("cuda", 0);
   const int64_t n = 256;
@@ -231,15 +232,23 @@ TEST(CudaMatmulOnGpu, Tf32IsASettingThatChangesTheProductWithinItsPrecision) {
     for (int64_t i = 0; i < n * n; ++i) e = std::max(e, std::abs(got[i] - want[i]));
     return e;
   };
-  EXPECT_EQ(forge::device_setting(dev, "tf32"), "0");
-  const double fp32 = max_err(forge::matmul(ta, tb).to_vector<float>());
-  forge::set_device_setting(dev, "tf32", "1");
-  const double tf32 = max_err(forge::matmul(ta, tb).to_vector<float>());
-  forge::set_device_setting(dev, "tf32", "0");
+  EXPECT_EQ(forge::device_setting(dev, "precision"), "fp32");
+  auto error_at = [&](const char* precision) {
+    forge::set_device_setting(dev, "precision", precision);
+    const double e = max_err(forge::matmul(ta, tb).to_vector<float>());
+    EXPECT_EQ(forge::device_setting(dev, "precision"), precision);
+    return e;
+  };
+  const double tf32 = error_at("tf32"), bf16 = error_at("bf16"), fp32 = error_at("fp32");
   EXPECT_LT(fp32, 1e-3);
   EXPECT_GT(tf32, fp32 * 4);  // 10 mantissa bits instead of 23
   EXPECT_LT(tf32, 0.2);
-  std::printf("256^3 product, max |error| vs float64: fp32 %.3g, tf32 %.3g\n", fp32, tf32);
+  EXPECT_GT(bf16, tf32 * 2);  // 7 mantissa bits instead of 10
+  EXPECT_LT(bf16, 1.5);
+  EXPECT_THROW(forge::set_device_setting(dev, "precision", "fp16"), forge::Error);
+  EXPECT_THROW(forge::set_device_setting(dev, "tf32", "1"), forge::Error);
+  std::printf("256^3 product, max |error| vs float64: fp32 %.3g, tf32 %.3g, bf16 %.3g\n", fp32,
+              tf32, bf16);
 }
 
 }  // namespace
