@@ -46,6 +46,8 @@ struct OpInfo {
 /// Every op, in table order.
 const std::vector<OpInfo>& op_table();
 const OpInfo& op_info(Op op);
+/// The ops a fused op's composition (src/ops/compose.cpp) runs; empty for other ops.
+std::vector<Op> composition_parts(Op op);
 /// The op named `name` (an id, not a function name); Error(Format) listing the ops if none.
 Op op_named(std::string_view name);
 /// The op that the public function `function` runs ("add_" -> add); Error(Format) if none.

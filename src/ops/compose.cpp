@@ -2,6 +2,19 @@
 // whose kernel declines the shapes). Bit for bit what the separate ops give.
 #include "ops/dispatch.h"
 
+namespace forge {
+
+std::vector<Op> composition_parts(Op op) {
+  switch (op) {
+    case Op::layernorm_matmul: return {Op::layernorm, Op::matmul};
+    case Op::matmul_add_layernorm_matmul: return {Op::matmul, Op::layernorm_matmul};
+    case Op::softmax_xent: return {Op::gather_nll, Op::ce_bwd};
+    default: return {};
+  }
+}
+
+}  // namespace forge
+
 namespace forge::ops_detail {
 
 // out = matmul(layernorm(x, gamma, beta, eps), w, spec, bias)

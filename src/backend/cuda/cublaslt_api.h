@@ -32,7 +32,6 @@ inline constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
 // cudaDataType and cublasComputeType_t.
 inline constexpr int CUDA_R_32F = 0;
 inline constexpr int CUBLAS_COMPUTE_32F = 68;
-inline constexpr int CUBLAS_COMPUTE_32F_FAST_16BF = 75;
 inline constexpr int CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
 
 // cublasOperation_t.

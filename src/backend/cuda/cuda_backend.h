@@ -49,10 +49,11 @@ class CudaBackend final : public Backend {
   void set_profiling(bool on) override { ctx_->profiler().set_on(on); }
   std::vector<KernelTime> kernel_times() override { return ctx_->profiler().times(); }
   DeviceStats stats() const override;
-  /// "precision", the matrix products' arithmetic: "fp32" (default: exact fp32 FMAs),
-  /// "tf32" or "bf16" (tensor cores, the fp32 operands rounded to TF32 or bf16, fp32
-  /// accumulation and output). Every other kernel stays fp32. Its first value comes from
-  /// FORGE_CUDA_PRECISION when set (a bad value: Error(Format)).
+  /// "precision", the matrix products' arithmetic: "fp32" (default: exact fp32 FMAs) or
+  /// "tf32" (tensor cores, the fp32 operands rounded to TF32, fp32 accumulation and output);
+  /// "bf16" is refused (Error(Unsupported)) until bf16 operands exist. Every other kernel
+  /// stays fp32. Its first value comes from FORGE_CUDA_PRECISION when set (a bad value:
+  /// Error(Format)).
   void set_setting(const std::string& name, const std::string& value) override;
   std::string setting(const std::string& name) const override;
   std::vector<std::string> setting_names() const override { return {"precision"}; }

@@ -150,9 +150,7 @@ const Gemm::Plan& Gemm::plan(const GemmShape& s, unsigned alignment) {
   const Lt& api = lt();
   auto p = std::make_unique<Plan>();
   using P = GemmShape::Precision;
-  const int compute = s.precision == P::tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
-                      : s.precision == P::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                               : CUBLAS_COMPUTE_32F;
+  const int compute = s.precision == P::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   lt_check(api.desc_create(&p->desc, compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
   // Lt's A is forge's b, Lt's B is forge's a (out^T = op(b)^T op(a)^T).
   const int32_t op_a = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -212,9 +210,7 @@ void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bia
   }
   Profiler& prof = context_.profiler();
   using P = GemmShape::Precision;
-  prof.begin(s.precision == P::tf32   ? "cublasLt_matmul_tf32"
-             : s.precision == P::bf16 ? "cublasLt_matmul_bf16"
-                                      : "cublasLt_matmul");
+  prof.begin(s.precision == P::tf32 ? "cublasLt_matmul_tf32" : "cublasLt_matmul");
   lt_check(api.matmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha,
                       reinterpret_cast<const void*>(b), p.a, reinterpret_cast<const void*>(a), p.b,
                       &beta, reinterpret_cast<const void*>(out), p.out,

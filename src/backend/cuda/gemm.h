@@ -28,9 +28,9 @@ struct GemmShape {
   int64_t stride_out = 0;
   bool bias = false;  // bias [n] added to every row
   bool gelu = false;  // the tanh GELU applied after the bias (not with beta != 0)
-  // The products' arithmetic on fp32 operands: exact fp32 FMAs, or tensor cores with the
-  // operands rounded to TF32 or to bf16 (fp32 accumulation either way).
-  enum class Precision { fp32, tf32, bf16 } precision = Precision::fp32;
+  // The products' arithmetic on fp32 operands: exact fp32 FMAs, or TF32 tensor cores (fp32
+  // accumulation).
+  enum class Precision { fp32, tf32 } precision = Precision::fp32;
 
   auto key() const {
     return std::tuple(m, n, k, batch, trans_a, trans_b, stride_a, stride_b, stride_out, bias, gelu,

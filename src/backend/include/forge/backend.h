@@ -150,9 +150,13 @@ class Backend : public DeviceMemory {
   /// Whether this device runs `op` with the table's dtypes, or has a kernel for `key`. For
   /// an op it supports, a kernel throws Error(Unsupported) only for sizes past its limits
   /// (stated where it throws), never for the op itself: the op harness fails one that does.
-  /// A fused op runs everywhere: its composition uses ops every backend has.
+  /// A fused op without a kernel runs where every part of its composition does.
   bool supports(Op op) const {
-    return op_info(op).kind == OpKind::fused || find_kernel(op, table_key(op)) != nullptr;
+    if (find_kernel(op, table_key(op)) != nullptr) return true;
+    if (op_info(op).kind != OpKind::fused) return false;
+    for (Op part : composition_parts(op))
+      if (!supports(part)) return false;
+    return true;
   }
   bool supports(Op op, DTypeKey key) const { return find_kernel(op, key) != nullptr; }
   /// Why this device has no kernel for `op` at all, for the Unsupported error ("" if none
