@@ -60,6 +60,22 @@ TEST(Gpt2Config, ParsesHfJson) {
       9);
 }
 
+// Found by fuzz/fuzz_config.cpp: a config without an eos token (-1, written as null) came back
+// with GPT2Config's default 50256.
+TEST(Gpt2Config, NullSpecialTokenIsNoneAndAbsentIsHfDefault) {
+  const std::string sizes = R"("n_layer":1,"n_head":1,"n_embd":8,"n_ctx":9,"vocab_size":50257)";
+  const Config absent = Config::from_json("{" + sizes + "}");
+  EXPECT_EQ(absent.bos_id, 50256);
+  EXPECT_EQ(absent.eos_id, 50256);
+  const Config none =
+      Config::from_json("{" + sizes + R"(,"bos_token_id":null,"eos_token_id":null})");
+  EXPECT_EQ(none.bos_id, -1);
+  EXPECT_EQ(none.eos_id, -1);
+  Config c = Config::preset("gpt2");
+  c.eos_id = -1;
+  EXPECT_EQ(Config::from_json(c.to_json()), c);
+}
+
 TEST(Gpt2Config, JsonRoundTrip) {
   Config c = Config::preset("tiny");
   c.eps = 1e-5f;

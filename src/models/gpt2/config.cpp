@@ -180,9 +180,13 @@ Config Config::from_json(const std::string& text, const std::string& source) {
   }
   // HF's defaults (50256) also land in small-vocabulary configs, where no such token can
   // ever appear: treat an id outside the vocabulary as "no such token".
-  c.bos_id = c.eos_id = 50256;
-  read_int(j, "bos_token_id", source, c.bos_id);
-  read_int(j, "eos_token_id", source, c.eos_id);
+  // An explicit null is HF's None (no such token; what to_json writes for -1); an absent
+  // key is GPT2Config's default, 50256.
+  for (auto [key, id] : {std::pair{"bos_token_id", &c.bos_id}, std::pair{"eos_token_id", &c.eos_id}}) {
+    const auto it = j.find(key);
+    *id = it == j.end() ? 50256 : -1;
+    read_int(j, key, source, *id);
+  }
   if (c.vocab_size >= 1) {
     if (c.bos_id < 0 || c.bos_id >= c.vocab_size) c.bos_id = -1;
     if (c.eos_id < 0 || c.eos_id >= c.vocab_size) c.eos_id = -1;
