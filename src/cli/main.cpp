@@ -1,5 +1,6 @@
-// forge — the command-line entry point. Wires the subcommands (one cmd_*.cpp each), applies
-// the global options, and turns every failure into "error: <message>" on stderr + exit 1.
+// forge — the command-line entry point. Builds the app (app.cpp: the global options and one
+// cmd_*.cpp per subcommand), applies the global options, and turns every failure into
+// "error: <message>" on stderr + exit 1.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -10,11 +11,9 @@
 #include <emscripten.h>
 #endif
 
-#include "cli/args.h"
-#include "cli/commands.h"
+#include "cli/app.h"
 #include "forge/error.h"
 #include "forge/threads.h"
-#include "forge/version.h"
 
 namespace {
 
@@ -34,30 +33,9 @@ bool threads_flag_given(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   CLI::App app{"forge: a small deep-learning engine (GPT-2 inference and training)", "forge"};
-  app.set_version_flag("--version", std::string("forge ") + forge::kVersion,
-                       "Print the version and exit");
-  int threads = 0;  // 0: keep the pool's default (FORGE_NUM_THREADS or all hardware threads)
-  // The environment variable goes through the same range check as the flag, so a bad
-  // FORGE_NUM_THREADS is an error here instead of being silently ignored.
-  app.add_option("--threads", threads,
-                 "CPU worker threads, the calling thread included (default: all hardware "
-                 "threads); accepted before or after the subcommand")
-      ->envname("FORGE_NUM_THREADS")
-      ->check(forge::cli::int_in_range(1, 1024));
-  app.require_subcommand(1);
-
+  int threads = 0;
   forge::cli::Action action;
-  forge::cli::register_devices(app, action);
-  forge::cli::register_bench(app, action);
-  forge::cli::register_generate(app, action);
-  forge::cli::register_tokenize(app, action);
-  forge::cli::register_eval(app, action);
-  forge::cli::register_train(app, action);
-  forge::cli::register_plot(app, action);
-  forge::cli::register_quantize(app, action);
-  // Options a subcommand does not know (--threads) are tried on the main app, so global
-  // options may follow the subcommand: `forge bench --op matmul ... --threads 2`.
-  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();
+  forge::cli::build_app(app, threads, action);
 
   try {
     app.parse(argc, argv);
