@@ -11,6 +11,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy           # float64 reference checks in the test suite
   python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
   clang-format
+  clang libclang-rt-14-dev                      # fuzz/: libFuzzer harnesses (fuzz/run.sh)
 )
 # Each backend's own packages: src/backend/<name>/packages.txt, and the wasm build's and
 # browser tests': web/packages.txt (names separated by spaces or lines; # starts a comment).
