@@ -4,6 +4,7 @@
 // refused with one `error:` line.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.h"
 #include "ci.h"
 #include "cli_runner.h"
 #include "cli_train_test_util.h"
@@ -25,38 +27,9 @@
 namespace {
 
 using namespace forge::test::cli_train;
-
-/// Starts forge with `args` in the background (stdout/stderr to files); returns its pid.
-pid_t spawn_forge(const std::vector<std::string>& args, const fs::path& err) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen(err.c_str(), "w", stderr);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(FORGE_BINARY));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FORGE_BINARY, argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-/// Waits for the child; its exit code, 128 + signal, or -1 after `seconds`.
-int wait_for(pid_t pid, double seconds) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
+using forge::test::spawn_forge;
+using forge::test::unprivileged_wrapper;
+using forge::test::wait_for;
 
 /// Waits until OUT/metrics.jsonl holds at least `lines` lines (false after 60 s).
 bool wait_for_metrics(const fs::path& out, size_t lines) {
@@ -161,6 +134,32 @@ TEST_F(CliTrain, DiskFullWhileSavingKeepsThePreviousCheckpoint) {
   const CliResult again = run_forge("train --out " + out.string() + " --resume --threads 2");
   ASSERT_EQ(again.code, 0) << again.err;
   expect_same_run(result_of(full), result_of(out));
+}
+
+// The output folder turns read-only during a run that saves every step: the next save fails
+// with one error line, and the last checkpoint before it resumes.
+TEST_F(CliTrain, ReadOnlyFolderWhileSavingKeepsThePreviousCheckpoint) {
+  const fs::path out = fresh_dir("readonly");
+  const fs::path err = g_root / "readonly.err";
+  if (::geteuid() == 0) {  // the child runs as nobody: the folder is its own until chmod
+    ASSERT_EQ(::chown(out.c_str(), 65534, 65534), 0);
+    ASSERT_EQ(::chmod(g_root.c_str(), 0755), 0);
+  }
+  const pid_t pid = spawn_forge(long_run_args(out, "1"), err, unprivileged_wrapper());
+  ASSERT_TRUE(wait_for_metrics(out, 3)) << slurp(err);
+  ASSERT_EQ(::chmod(out.c_str(), 0555), 0);
+  EXPECT_EQ(wait_for(pid, 60), 1) << slurp(err);
+  const std::string e = slurp(err);
+  EXPECT_NE(e.find("\nerror: "), std::string::npos) << e;
+  EXPECT_NE(e.find(out.string()), std::string::npos) << e;
+  EXPECT_NE(e.find("Permission denied"), std::string::npos) << e;
+  ASSERT_EQ(::chmod(out.c_str(), 0755), 0);
+  const CliResult r =
+      run_forge("train --out " + out.string() + " --resume --stop-after 1 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<json> m = read_metrics(out);
+  ASSERT_FALSE(m.empty());
+  for (size_t i = 0; i < m.size(); ++i) EXPECT_EQ(m[i]["step"], i + 1);
 }
 
 TEST_F(CliTrain, RejectsBadHyperparameters) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -249,4 +250,24 @@ TEST_F(SafeTensors, FailedWriteKeepsOldFileAndRemovesTemp) {
   EXPECT_EQ(read_bytes(p), before);
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 1);
   EXPECT_EQ(SafeTensorsFile::open(p).load("old").to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
+// A writer killed mid-write leaves "<path>.tmp.<pid>"; the next write of that path removes it,
+// and leaves alone a live process's temp file (another writer's save in progress).
+TEST_F(SafeTensors, NextWriteRemovesTheTempFilesOfDeadWriters) {
+  const std::string p = path("model.safetensors");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // now a pid without a process
+  const std::string dead = p + ".tmp." + std::to_string(child);
+  const std::string live = p + ".tmp." + std::to_string(::getppid());
+  const std::string other = path("other.safetensors.tmp." + std::to_string(child));
+  for (const std::string& f : {dead, live, other}) std::ofstream(f) << "partial";
+  save_safetensors(p, {{"x", Tensor::from_vector(std::vector<float>{1}, {1})}});
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(other));  // another file's temp: not this write's business
+  EXPECT_EQ(SafeTensorsFile::open(p).load("x").to_vector<float>(), (std::vector<float>{1}));
 }

@@ -4,14 +4,46 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
 
 #include "forge/error.h"
 
 namespace forge::io {
 
+namespace {
+
+/// Removes "<path>.tmp.<pid>" files of processes that no longer exist: what a writer killed
+/// mid-write (SIGKILL, power loss) left. A live process's temp file is its write in progress
+/// and stays. Best effort: errors are ignored.
+void remove_dead_writers_temp_files(const std::string& path) {
+#ifndef __EMSCRIPTEN__  // no other processes there
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    fs::remove(it->path(), rm);
+  }
+#else
+  (void)path;
+#endif
+}
+
+}  // namespace
+
 AtomicFile::AtomicFile(const std::string& path, const char* context)
     : path_(path), tmp_(path + ".tmp." + std::to_string(::getpid())), context_(context) {
+  remove_dead_writers_temp_files(path_);
   do {
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   } while (fd_ < 0 && errno == EINTR);

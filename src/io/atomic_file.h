@@ -9,7 +9,9 @@ namespace forge::io {
 
 class AtomicFile {
  public:
-  /// Creates "<path>.tmp.<pid>" for writing. Error(Io) "<context>: <path>: <reason>".
+  /// Creates "<path>.tmp.<pid>" for writing, first removing the "<path>.tmp.<N>" files of
+  /// processes N that no longer exist (writers killed mid-write). Error(Io) "<context>:
+  /// <path>: <reason>".
   AtomicFile(const std::string& path, const char* context);
   /// Removes the temp file unless commit() succeeded.
   ~AtomicFile();
