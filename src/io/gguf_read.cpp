@@ -10,6 +10,7 @@
 
 #include "forge/error.h"
 #include "forge/gguf.h"
+#include "forge/mapped_files.h"
 #include "forge/tensor.h"
 #include "io/gguf_format.h"
 #include "io/mapped_file.h"
@@ -297,6 +298,7 @@ File File::open(const std::string& path) {
              ") and [" + std::to_string(cur.offset) + ", " +
              std::to_string(cur.offset + cur.bytes) + ")");
   }
+  check_mapped_files();  // the header was read from the mapping
   return File(std::move(impl));
 }
 
@@ -395,6 +397,7 @@ Tensor File::load(const std::string& name, Device device) const {
   }
   Tensor t = Tensor::empty(e.shape(), dt, device);
   device_memory(device).write(*t.storage(), 0, src, bytes);
+  check_mapped_files();  // the copy read the file: did it shrink meanwhile?
   return t;
 }
 

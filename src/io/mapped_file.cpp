@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "forge/error.h"
+#include "io/mapping_guard.h"
 
 namespace forge::io {
 namespace {
@@ -80,6 +81,7 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
       if (tail == want) {
         m->data_ = static_cast<std::byte*>(file);
+        m->guard_slot_ = guard_mapping(m->data_, m->size_, path);
         return m;
       }
       // Taken (or a kernel without MAP_FIXED_NOREPLACE put it elsewhere): undo, fall back.
@@ -104,11 +106,13 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path, const char
       fail_io(context, path, std::string("cannot map: ") + std::strerror(err));
     }
   }
+  m->guard_slot_ = guard_mapping(m->data_, m->size_, path);
   return m;
 #endif
 }
 
 MappedFile::~MappedFile() {
+  unguard_mapping(guard_slot_);
   if (owned_)
     std::free(data_);
   else if (data_ && map_bytes_)

@@ -11,7 +11,8 @@ namespace forge::io {
 
 class MappedFile {
  public:
-  /// Maps `path` (which must be a regular file). Error(Io) "<context>: <path>: <reason>" if it
+  /// Maps `path` (which must be a regular file), guarded against the file shrinking while
+  /// mapped (forge/mapped_files.h). Error(Io) "<context>: <path>: <reason>" if it
   /// cannot be opened, is not a regular file or cannot be mapped. At least 64 readable (zero)
   /// bytes follow the file's last byte, so SIMD kernels may read a vector past the end of a
   /// tensor that ends the file, as they may with backend-allocated storage.
@@ -31,6 +32,7 @@ class MappedFile {
   size_t size_ = 0;       // file size in bytes
   size_t map_bytes_ = 0;  // length of the whole reservation (file + zero tail)
   bool owned_ = false;    // wasm: data_ is a copy of the file (std::free), not a mapping
+  int guard_slot_ = -1;   // its entry in the SIGBUS guard (mapping_guard.h), -1: none
 };
 
 }  // namespace forge::io

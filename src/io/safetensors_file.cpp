@@ -7,6 +7,7 @@
 
 #include "backend/cpu/thread_pool.h"
 #include "forge/error.h"
+#include "forge/mapped_files.h"
 #include "forge/safetensors.h"
 #include "forge/tensor.h"
 #include "io/half.h"
@@ -84,6 +85,7 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
     impl->names.push_back(name);
     impl->infos.emplace(std::move(name), std::move(info));
   }
+  check_mapped_files();  // the header was read from the mapping
   return SafeTensorsFile(std::move(impl));
 }
 
@@ -121,6 +123,7 @@ Tensor SafeTensorsFile::load(const std::string& name, Device device) const {
     }
     Tensor t = Tensor::empty(ti.shape, dt, device);
     if (bytes > 0) device_memory(device).write(*t.storage(), 0, src, bytes);
+    check_mapped_files();  // the copy read the file: did it shrink meanwhile?
     return t;
   }
   if (ti.dtype == "F16" || ti.dtype == "BF16") {
@@ -129,6 +132,7 @@ Tensor SafeTensorsFile::load(const std::string& name, Device device) const {
       widen16<io::f16_to_f32_bits>(src, t.data<float>(), t.numel());
     else
       widen16<io::bf16_to_f32_bits>(src, t.data<float>(), t.numel());
+    check_mapped_files();
     return device.is_cpu() ? t : t.to(device);
   }
   throw Error(ErrorKind::Unsupported, impl_->prefix() + ": tensor '" + name + "' has dtype " +

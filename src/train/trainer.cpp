@@ -7,6 +7,7 @@
 
 #include "forge/device_queue.h"
 #include "forge/error.h"
+#include "forge/mapped_files.h"
 #include "forge/ops.h"
 #include "train/train_impl.h"
 
@@ -120,6 +121,7 @@ StepStats Trainer::step(const std::vector<data::Batch>& micro_batches) {
   ++s.steps_done;
   st.step = s.steps_done;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  check_mapped_files();  // an init model mapped from a file that shrank: zeros were read
   return st;
 }
 

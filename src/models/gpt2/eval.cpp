@@ -8,6 +8,7 @@
 #include "forge/device_queue.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
+#include "forge/mapped_files.h"
 #include "forge/ops.h"
 
 namespace forge::gpt2 {
@@ -39,6 +40,7 @@ void check_ids(const Model& model, const std::vector<uint32_t>& ids) {
 }
 
 EvalResult finish(double sum, int64_t tokens, int64_t predictions, int64_t windows) {
+  check_mapped_files();  // weights read from a file that shrank meanwhile void the loss
   EvalResult r;
   r.loss = sum / static_cast<double>(predictions);
   r.perplexity = std::exp(r.loss);

@@ -8,6 +8,7 @@
 
 #include "forge/device_queue.h"
 #include "forge/error.h"
+#include "forge/mapped_files.h"
 #include "forge/ops.h"
 
 namespace forge::gpt2 {
@@ -137,6 +138,7 @@ GenerateResult generate(const Model& model, std::span<const uint32_t> prompt_in,
       id = read_async(forge::argmax_rows(logits)).get<uint32_t>()[0];
     else
       id = sampler.sample(read_async(logits).get<float>(), context);
+    check_mapped_files();  // no token computed from a weights file that shrank under us
     if (r.ids.empty())
       r.prefill_seconds = seconds_since(t0);
     else
