@@ -152,15 +152,20 @@ void kill_at_random_instants(const std::string& args, const fs::path& err, int k
 TEST_F(CliTrain, KillingQuantizeLeavesTheFileCompleteOrAbsent) {
   REQUIRE_GPT2_TOKENIZER();
   const fs::path dir = fresh_dir("kill_quantize");
-  // "mini" (GPT-2's vocabulary, 4 layers of 256): a 60 MB model, a 16 MB q8_0 file.
-  forge::gpt2::Model::random(forge::gpt2::Config::preset("mini"), 7).save((dir / "model").string());
-  const fs::path gguf = dir / "mini.gguf";
+  // GPT-2's vocabulary, 2 layers of 64: a 14 MB model, a 4 MB q8_0 file.
+  forge::gpt2::Config config = forge::gpt2::Config::preset("mini");
+  config.n_layer = 2;
+  config.n_head = 2;
+  config.n_embd = 64;
+  forge::gpt2::Model::random(config, 7).save((dir / "model").string());
+  const fs::path gguf = dir / "small.gguf";
   const std::string args = "quantize -m " + (dir / "model").string() + " --tokenizer " +
                            kGpt2Tokenizer + " --type q8_0 -o " + gguf.string();
   std::string want;
-  int complete = 0, absent = 0;
+  int complete = 0, absent = 0, mid_write = 0;
   kill_at_random_instants(args, g_root / "kill_quantize.err", 12, 99, [&](bool reference) {
     if (reference) want = slurp(gguf);
+    if (!temp_files(dir).empty()) ++mid_write;  // killed while writing
     if (!fs::exists(gguf)) {
       ++absent;
       return;
@@ -169,7 +174,8 @@ TEST_F(CliTrain, KillingQuantizeLeavesTheFileCompleteOrAbsent) {
     EXPECT_TRUE(slurp(gguf) == want) << "a killed quantize left a partial " << gguf;
     fs::remove(gguf);
   });
-  std::printf("[ kills ] quantize: %d outputs complete, %d absent\n", complete, absent);
+  std::printf("[ kills ] quantize: %d outputs complete, %d absent, %d kills mid-write\n", complete,
+              absent, mid_write);
   // The last run removed what the killed ones left.
   EXPECT_EQ(temp_files(dir), std::vector<std::string>{});
 }
