@@ -36,9 +36,11 @@ size_t char_length(std::string_view s, size_t at, bool& complete) {
   return length;
 }
 
-void check_split(std::string_view full, std::string_view out) {
+/// `full` is decode() of the accepted ids, `out` the streamed text so far, and `from` the
+/// end of what the last check passed (a character boundary): walks only the new part.
+void check_split(std::string_view full, std::string_view out, size_t from) {
   if (full.substr(0, out.size()) != out) fuzz::fail("the streamed text is not decode()'s prefix");
-  size_t at = 0;  // walk the characters (an invalid byte counts as one) up to the cut
+  size_t at = from;  // walk the characters (an invalid byte counts as one) up to the cut
   while (at < out.size()) {
     bool complete = true;
     const size_t length = char_length(full, at, complete);
@@ -64,18 +66,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Tokenizer& tokenizer = fuzz::gpt2_tokenizer();
   StreamDecoder stream(tokenizer);
   std::vector<uint32_t> accepted;
-  std::string pieces;
+  std::string pieces, full;  // full: the accepted ids' bytes, as decode() gives them
   for (size_t i = 0; i + 1 < size; i += 2) {
     const uint32_t id = data[i] | (uint32_t{data[i + 1]} << 8);
+    const size_t checked = pieces.size();
     try {
       pieces += stream.push(id);
       accepted.push_back(id);
+      full += tokenizer.token_bytes(id);
     } catch (const Error& e) {
       if (id < tokenizer.vocab_size())
         fuzz::fail(std::string("an id in range was refused: ") + e.what());
     }
-    check_split(tokenizer.decode(accepted), pieces);
+    check_split(full, pieces, checked);
   }
+  if (full != tokenizer.decode(accepted)) fuzz::fail("decode() != the tokens' bytes joined");
   pieces += stream.flush();
   if (pieces != tokenizer.decode(accepted)) fuzz::fail("the streamed pieces != decode()");
   return 0;
