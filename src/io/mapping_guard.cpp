@@ -23,6 +23,9 @@ struct Slot {
   std::atomic<bool> damaged{false};
 };
 Slot g_slots[kSlots];
+// Set with any slot's `damaged`: check_mapped_files(), called for every generated token,
+// returns at once while no fault ever happened.
+std::atomic<bool> g_any_damaged{false};
 
 // The normal code's view: the path of each slot in use (for messages).
 std::mutex g_mutex;
@@ -45,6 +48,7 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
     if (::mmap(at, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
         at) {
       s.damaged.store(true, std::memory_order_release);
+      g_any_damaged.store(true, std::memory_order_release);
       return;
     }
     break;
@@ -99,15 +103,12 @@ void unguard_mapping(int slot) {
   paths().erase(slot);
 }
 
-bool mapping_damaged(int slot) {
-  return slot >= 0 && g_slots[slot].damaged.load(std::memory_order_acquire);
-}
-
 }  // namespace forge::io
 
 namespace forge {
 
 void check_mapped_files() {
+  if (!io::g_any_damaged.load(std::memory_order_acquire)) return;
   std::lock_guard lock(io::g_mutex);
   for (const auto& [slot, path] : io::paths())
     if (io::g_slots[slot].damaged.load(std::memory_order_acquire))

@@ -12,7 +12,5 @@ namespace forge::io {
 /// range is then unguarded, as before this guard existed).
 int guard_mapping(const void* begin, size_t bytes, const std::string& path);
 void unguard_mapping(int slot);
-/// True once a read of the slot's range faulted (the file shrank) and read zeros.
-bool mapping_damaged(int slot);
 
 }  // namespace forge::io

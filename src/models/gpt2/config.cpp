@@ -182,7 +182,8 @@ Config Config::from_json(const std::string& text, const std::string& source) {
   // ever appear: treat an id outside the vocabulary as "no such token".
   // An explicit null is HF's None (no such token; what to_json writes for -1); an absent
   // key is GPT2Config's default, 50256.
-  for (auto [key, id] : {std::pair{"bos_token_id", &c.bos_id}, std::pair{"eos_token_id", &c.eos_id}}) {
+  for (auto [key, id] :
+       {std::pair{"bos_token_id", &c.bos_id}, std::pair{"eos_token_id", &c.eos_id}}) {
     const auto it = j.find(key);
     *id = it == j.end() ? 50256 : -1;
     read_int(j, key, source, *id);
