@@ -5,6 +5,7 @@
 #   bash fuzz/run.sh build                 configure and build every harness
 #   bash fuzz/run.sh smoke [SECONDS]       CI: replay every corpus and regression input, then
 #                                          fuzz each harness SECONDS (default 5) from its corpus
+#                                          (FORGE_JOBS harnesses at a time)
 #   bash fuzz/run.sh fuzz NAME RUNS        a long run of harness NAME (e.g. safetensors): RUNS
 #                                          executions, new inputs into a scratch corpus; prints
 #                                          libFuzzer's last report (execs, cov:, ft:)
@@ -41,16 +42,36 @@ case "$cmd" in
     seconds="${2:-5}"
     scratch="$(mktemp -d)"
     trap 'rm -rf "$scratch"' EXIT
-    for h in $(harnesses); do
-      corpus="fuzz/corpus/${h#fuzz_}"
-      [[ -d "$corpus" ]] || die "$h has no corpus ($corpus)"
-      inputs=("$corpus")
+    # Harness $1 over its corpus and regression inputs, then fuzzed $seconds s; its exit
+    # status goes to $scratch/$1.rc (the function itself always succeeds).
+    smoke_one() {
+      local h="$1" corpus="fuzz/corpus/${1#fuzz_}"
+      local inputs=("$corpus")
       [[ -d "fuzz/regressions/${h#fuzz_}" ]] && inputs+=("fuzz/regressions/${h#fuzz_}")
       mkdir -p "$scratch/$h"
       # The new inputs go to the scratch folder (the first one): the committed corpus stays.
-      if ! "$build/$h" "$scratch/$h" "${inputs[@]}" "${limits[@]}" $(dict_of "$h") \
-          -artifact_prefix="$scratch/" \
-          -max_total_time="$seconds" -print_final_stats=1 >"$scratch/$h.log" 2>&1; then
+      local rc=0
+      "$build/$h" "$scratch/$h" "${inputs[@]}" "${limits[@]}" $(dict_of "$h") \
+        -artifact_prefix="$scratch/$h-" -max_total_time="$seconds" -print_final_stats=1 \
+        >"$scratch/$h.log" 2>&1 || rc=$?
+      echo "$rc" >"$scratch/$h.rc"
+    }
+    for h in $(harnesses); do
+      [[ -d "fuzz/corpus/${h#fuzz_}" ]] || die "$h has no corpus (fuzz/corpus/${h#fuzz_})"
+    done
+    # One harness per core at a time (each fuzzes on one thread).
+    running=0
+    for h in $(harnesses); do
+      smoke_one "$h" &
+      running=$((running + 1))
+      if ((running >= jobs)); then
+        wait -n
+        running=$((running - 1))
+      fi
+    done
+    wait
+    for h in $(harnesses); do
+      if [[ "$(cat "$scratch/$h.rc")" != 0 ]]; then
         tail -n 60 "$scratch/$h.log" >&2
         die "$h failed (its report is above)"
       fi

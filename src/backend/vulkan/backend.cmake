@@ -55,12 +55,15 @@ add_custom_command(
   COMMENT "embedding SPIR-V" VERBATIM)
 list(APPEND FORGE_BACKEND_SOURCES ${embedded})
 
+# COST: ctest -j starts the costliest entries first (a fresh build has no timings of its
+# own), so that lavapipe's long entries do not run alone at the end of a parallel pass.
 function(forge_vulkan_tests)
   foreach(suite AllOps/OpReference AllOps/OpParity AllDevices/OpExact MatmulTiles/OpTiles
                 BindingWindows/OpWindows EveryDevice/DeviceE2E)
     add_test(NAME ${suite}/vulkan COMMAND forge_tests "--gtest_filter=${suite}.*/vulkan_*")
-    set_tests_properties(${suite}/vulkan PROPERTIES TIMEOUT 900)
+    set_tests_properties(${suite}/vulkan PROPERTIES TIMEOUT 900 COST 20)
   endforeach()
+  set_tests_properties(EveryDevice/DeviceE2E/vulkan PROPERTIES COST 50)
   # Once more with every host transfer through the staging buffer (discrete GPUs' path),
   # descriptor sets from pools (devices without VK_KHR_push_descriptor) and 4 bindings per
   # shader (Vulkan's minimum: attention's decode steps take the prefill kernel, and
@@ -68,7 +71,7 @@ function(forge_vulkan_tests)
   add_test(NAME AllOps/OpReference/vulkan_staging
            COMMAND forge_tests
                    "--gtest_filter=AllOps/OpReference.*/vulkan_*:EveryDevice/DeviceE2E.*/vulkan_*:Vulkan.*-Vulkan.TrainingWithAWte*")
-  set_tests_properties(AllOps/OpReference/vulkan_staging PROPERTIES TIMEOUT 900
+  set_tests_properties(AllOps/OpReference/vulkan_staging PROPERTIES TIMEOUT 900 COST 60
                        ENVIRONMENT "FORGE_VULKAN_STAGING=1;FORGE_VULKAN_PUSH_DESCRIPTORS=0;FORGE_VULKAN_MAX_BINDINGS=4")
   # Captured decode steps with the host's transfers through the staging buffer, as on a
   # discrete GPU (there a host write is a recorded copy, so the order of recording, writing
@@ -76,7 +79,7 @@ function(forge_vulkan_tests)
   add_test(NAME Vulkan/staging_capture
            COMMAND forge_tests
                    "--gtest_filter=EveryDevice/DeviceE2E.DecodeSteps*/vulkan_*:EveryDevice/DeviceE2E.GreedyDecoder*/vulkan_*:EveryDevice/DeviceE2E.Gpt2Greedy*/vulkan_*")
-  set_tests_properties(Vulkan/staging_capture PROPERTIES TIMEOUT 900
+  set_tests_properties(Vulkan/staging_capture PROPERTIES TIMEOUT 900 COST 20
                        ENVIRONMENT "FORGE_VULKAN_STAGING=1")
   # gemv_chain (one dispatch for matmul_add_layernorm_matmul of one row; by default on
   # discrete GPUs only) forced on: its op cases and GPT-2's decode steps, which use it;
@@ -91,13 +94,13 @@ function(forge_vulkan_tests)
     add_test(NAME AllOps/OpReference/vulkan_chain_${mode}
              COMMAND forge_tests
                      "--gtest_filter=AllOps/OpReference.*/vulkan_*matmul_add_layernorm_*:AllOps/OpParity.*/vulkan_*matmul_add_layernorm_*:EveryDevice/DeviceE2E.Gpt2*/vulkan_*:EveryDevice/DeviceE2E.DecodeSteps*/vulkan_*")
-    set_tests_properties(AllOps/OpReference/vulkan_chain_${mode} PROPERTIES TIMEOUT 900
+    set_tests_properties(AllOps/OpReference/vulkan_chain_${mode} PROPERTIES TIMEOUT 900 COST 20
                          ENVIRONMENT "FORGE_VULKAN_CHAIN=${mode}${spin}")
   endforeach()
   # The attention cases once more on the other prefill tile (lavapipe's default is small).
   add_test(NAME AllOps/OpReference/vulkan_attention_big
            COMMAND forge_tests
                    "--gtest_filter=AllOps/OpReference.*/vulkan_*_attention_*:Attention.*")
-  set_tests_properties(AllOps/OpReference/vulkan_attention_big PROPERTIES TIMEOUT 900
+  set_tests_properties(AllOps/OpReference/vulkan_attention_big PROPERTIES TIMEOUT 900 COST 10
                        ENVIRONMENT "FORGE_VULKAN_ATTENTION_TILE=big")
 endfunction()
