@@ -137,26 +137,31 @@ std::vector<std::string> device_setting_names(Device device) {
   return backend_for(device).setting_names();
 }
 
+namespace {
+
+bool has_precision_setting(const Backend& be) {
+  const std::vector<std::string> names = be.setting_names();
+  return std::find(names.begin(), names.end(), "precision") != names.end();
+}
+
+}  // namespace
+
 void set_device_precision(Device device, const std::string& precision) {
   if (precision != "fp32" && precision != "tf32" && precision != "bf16")
     throw Error(ErrorKind::Format,
                 "precision \"" + precision + "\" is not one of fp32, tf32, bf16");
   Backend& be = backend_for(device);
-  const std::vector<std::string> names = be.setting_names();
-  if (std::find(names.begin(), names.end(), "precision") != names.end())
-    return be.set_setting("precision", precision);
+  if (has_precision_setting(be)) return be.set_setting("precision", precision);
   if (precision != "fp32")
-    throw Error(ErrorKind::Unsupported, "device " + device.str() +
-                                            " multiplies in fp32 only: precision " + precision +
-                                            " needs a device whose products have it (forge devices lists each "
-                                            "device's matmul arithmetic)");
+    throw Error(ErrorKind::Unsupported,
+                "device " + device.str() + " multiplies in fp32 only: precision " + precision +
+                    " needs a device whose products have it (forge devices lists each device's "
+                    "matmul arithmetic)");
 }
 
 std::string device_precision(Device device) {
   const Backend& be = backend_for(device);
-  const std::vector<std::string> names = be.setting_names();
-  if (std::find(names.begin(), names.end(), "precision") == names.end()) return "fp32";
-  return be.setting("precision");
+  return has_precision_setting(be) ? be.setting("precision") : "fp32";
 }
 
 }  // namespace forge
