@@ -42,7 +42,7 @@ echo "forge decode: $(field "$OUT/decode.json" decode_tok_s decode_step_ms_media
 top "$OUT/decode.json" decode_step_profile_ms
 "$F" bench --preset gpt2 --device "$DEV" --prompt-tokens 1 --decode-tokens 0 --train-batch 16 \
   --train-seq 1024 --train-steps 3 $PROF --json > "$OUT/train.json"
-echo "forge train 16x1024: $(field "$OUT/train.json" train_tok_s train_step_ms) (tok/s, ms)"
+echo "forge train 16x1024: $(field "$OUT/train.json" train_tok_s train_step_ms train_peak_device_mb) (tok/s, ms, peak device MiB)"
 top "$OUT/train.json" train_step_profile_ms
 python3 "$(dirname "$0")/pytorch_cuda_gpt2.py" > "$OUT/pytorch.json"
 echo "pytorch: $(cat "$OUT/pytorch.json" | tr -d '\n ')"

@@ -106,6 +106,9 @@ struct DeviceStats {
   uint64_t allocations = 0;
   uint64_t dispatches = 0;
   uint64_t reads = 0;  // reads of device memory by the host (each waits for queued work)
+  // The most device memory live tensors have held at once since the device opened (bytes;
+  // 0 where the backend does not track it: the CPU, Vulkan, WebGPU).
+  uint64_t peak_bytes = 0;
 };
 DeviceStats device_stats(Device device);
 

@@ -12,11 +12,14 @@
 // the "peak memory <= 1.2 x (weights + KV cache)" target can be read off directly.
 //   train:   optimizer steps (forward + backward + AdamW) of a second random-init model on
 //            B x T random tokens (default 4 x 64, llm.c's CPU setting): one warm-up step,
-//            then the median of the timed ones; train_tok_s = B T / step time.
+//            then the median of the timed ones; train_tok_s = B T / step time; on a
+//            device that tracks it (CUDA), the peak of live tensor bytes over the process
+//            (train_peak_device_mb: PyTorch's max_memory_allocated).
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -108,7 +111,8 @@ std::pair<Profile, Profile> profile_device(const gpt2::Model& model, gpt2::KVCac
 struct TrainBench {
   int64_t batch = 0, seq = 0;
   double step_ms = 0, tok_s = 0, peak_rss = 0;
-  Profile profile;  // time per kernel of one more step (--profile)
+  double peak_device = 0;  // the device's peak of live tensor bytes (0: not tracked)
+  Profile profile;         // time per kernel of one more step (--profile)
 };
 
 TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, Device device) {
@@ -150,6 +154,7 @@ TrainBench bench_train(const gpt2::Config& config, const ModelBenchOptions& o, D
     set_profiling(device, false);
   }
   r.peak_rss = peak_rss_bytes();
+  r.peak_device = static_cast<double>(device_stats(device).peak_bytes);
   return r;
 }
 
@@ -341,7 +346,9 @@ int bench_model(const ModelBenchOptions& o) {
         {"train_seq", trained ? nlohmann::ordered_json(tb.seq) : nullptr},
         {"train_tok_s", trained ? nlohmann::ordered_json(tb.tok_s) : nullptr},
         {"train_step_ms", trained ? nlohmann::ordered_json(tb.step_ms) : nullptr},
-        {"train_peak_rss_mb", trained ? nlohmann::ordered_json(mib(tb.peak_rss)) : nullptr}};
+        {"train_peak_rss_mb", trained ? nlohmann::ordered_json(mib(tb.peak_rss)) : nullptr},
+        {"train_peak_device_mb",
+         trained && tb.peak_device > 0 ? nlohmann::ordered_json(mib(tb.peak_device)) : nullptr}};
     if (o.profile) {
       j["prefill_profile_ms"] = prof_json(prof_prefill);
       if (N > 0) j["decode_step_profile_ms"] = prof_json(prof_decode);
@@ -367,9 +374,13 @@ int bench_model(const ModelBenchOptions& o) {
   if (trained)
     std::printf(
         "  train   %lld x %lld tokens %8.1f tok/s  (%.1f ms per optimizer step, median of "
-        "%d; peak RSS %.1f MiB)\n",
+        "%d; peak RSS %.1f MiB%s)\n",
         static_cast<long long>(tb.batch), static_cast<long long>(tb.seq), tb.tok_s, tb.step_ms,
-        o.train_steps, mib(tb.peak_rss));
+        o.train_steps, mib(tb.peak_rss),
+        tb.peak_device > 0
+            ? ("; peak device memory " + std::to_string(std::lround(mib(tb.peak_device))) + " MiB")
+                  .c_str()
+            : "");
   const char* by = device.is_cpu() ? "host time per kernel" : "GPU time per kernel";
   auto print_profile = [by](const char* what, double measured_ms, const Profile& p) {
     std::printf("  %s, %s (ms; measured step: %.2f ms):\n", what, by, measured_ms);

@@ -214,6 +214,7 @@ DeviceStats CudaBackend::stats() const {
   s.dispatches = kernels_->launches() + gemm_launches_.load(std::memory_order_relaxed);
   s.reads = reads_.load(std::memory_order_relaxed);
   s.replays = replays_.load(std::memory_order_relaxed);
+  s.peak_bytes = allocator_->peak_bytes_in_use();
   return s;
 }
 

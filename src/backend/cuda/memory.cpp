@@ -1,5 +1,6 @@
 #include "backend/cuda/memory.h"
 
+#include <algorithm>
 #include <string>
 
 #include "forge/error.h"
@@ -32,6 +33,7 @@ CUdeviceptr Allocator::take(size_t bytes) {
     it->second.pop_back();
     cached_ -= c;
     in_use_ += c;
+    peak_in_use_ = std::max(peak_in_use_, in_use_);
     return p;
   }
   context_.make_current();
@@ -53,6 +55,7 @@ CUdeviceptr Allocator::take(size_t bytes) {
   check(r, "cuMemAlloc_v2");
   ++device_allocations_;
   in_use_ += c;
+  peak_in_use_ = std::max(peak_in_use_, in_use_);
   return p;
 }
 
@@ -72,6 +75,11 @@ size_t Allocator::bytes_in_use() const {
 size_t Allocator::bytes_cached() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return cached_;
+}
+
+size_t Allocator::peak_bytes_in_use() const {
+  std::lock_guard lock(mutex_);
+  return peak_in_use_;
 }
 
 uint64_t Allocator::device_allocations() const {

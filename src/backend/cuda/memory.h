@@ -38,6 +38,9 @@ class Allocator {
   /// Bytes held by live blocks and by the cache.
   size_t bytes_in_use() const;
   size_t bytes_cached() const;
+  /// The most bytes live blocks have held at once (size classes, not the cache): what
+  /// PyTorch calls max_memory_allocated.
+  size_t peak_bytes_in_use() const;
   /// cuMemAlloc calls so far (a steady training step makes none).
   uint64_t device_allocations() const;
   /// Frees every cached block (after the stream's work has finished).
@@ -51,6 +54,7 @@ class Allocator {
   std::map<size_t, std::vector<CUdeviceptr>> cache_;  // size class -> free blocks
   size_t in_use_ = 0;
   size_t cached_ = 0;
+  size_t peak_in_use_ = 0;
   uint64_t device_allocations_ = 0;
 };
 
