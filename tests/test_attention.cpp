@@ -1,8 +1,9 @@
 // The fused attention op (forge::attention) against the unfused chain it replaces in the
 // GPT-2 forward (split_heads, the cache rows, q k^T, causal softmax, p v, merge_heads), on every
 // device, for GPT-2's head shape (12 heads of 64): a prefill from position 0, then decode
-// steps over a cache. The float64 comparison of many shapes is the op harness's
-// (tests/op_cases.cpp); this checks that the two paths the model can take agree.
+// steps over a cache, and a chunk of many tokens over a cache. The float64 comparison of many
+// shapes is the op harness's (tests/op_cases.cpp); this checks that the two paths the model can
+// take agree.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,6 +93,20 @@ TEST(Attention, FusedEqualsTheUnfusedChainOnEveryDevice) {
     // Both wrote the same rows, bit for bit, and nothing past them.
     EXPECT_EQ(kc_f.to_vector<float>(), kc_u.to_vector<float>());
     EXPECT_EQ(vc_f.to_vector<float>(), vc_u.to_vector<float>());
+    // A chunk of 70 new tokens over 40 cached ones (a GPU's tiled prefill kernel at a
+    // position past 0, its second tile partial).
+    constexpr int64_t cap2 = 128;
+    Tensor kc2_f = Tensor::zeros({kHeads, cap2, kHd}, DType::F32, dev);
+    Tensor vc2_f = Tensor::zeros({kHeads, cap2, kHd}, DType::F32, dev);
+    Tensor kc2_u = Tensor::zeros({kHeads, cap2, kHd}, DType::F32, dev);
+    Tensor vc2_u = Tensor::zeros({kHeads, cap2, kHd}, DType::F32, dev);
+    (void)attention(prompt, kHeads, kc2_f, vc2_f, 0);
+    (void)unfused(prompt, kc2_u, vc2_u, 0);
+    const Tensor chunk = Tensor::from_vector(wave(70 * 3 * kC, 1.7f), {1, 70, 3 * kC}, dev);
+    EXPECT_LE(max_abs_diff(attention(chunk, kHeads, kc2_f, vc2_f, 40).to_vector<float>(),
+                           unfused(chunk, kc2_u, vc2_u, 40).to_vector<float>()),
+              1e-5);
+    EXPECT_EQ(kc2_f.to_vector<float>(), kc2_u.to_vector<float>());
   }
 }
 

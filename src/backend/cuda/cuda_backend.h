@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,7 @@ class CudaBackend final : public Backend {
   void empty_product(const Tensor& bias, bool gelu, bool accumulate, Tensor& out);
   void run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cache, Tensor* v_cache,
                      int64_t pos, const Tensor* pos_tensor, Tensor& out);
+  void allow_shared_memory(const char* kernel, int64_t bytes, int& limit, const std::string& what);
 
   int ordinal_;
   std::unique_ptr<Context> ctx_;
@@ -115,7 +117,8 @@ class CudaBackend final : public Backend {
   std::vector<std::pair<CUdeviceptr, size_t>> kept_blocks_;
   std::atomic<uint64_t> gemm_launches_{0};
   int attention_smem_limit_ = 0;  // bytes of dynamic shared memory forge_attention may use now
-  int attention_smem_optin_ = 0;  // the most the device allows a block
+  int attention_tiled_smem_limit_ = 48 << 10;  // the same for forge_attention_tiled
+  int attention_smem_optin_ = 0;               // the most the device allows a block
 };
 
 /// A tensor's device address (its storage's block plus its offset).

@@ -1,5 +1,5 @@
 // matmul on CUDA: the validated tensors as a cuBLASLt product (gemm.h), bias and GELU in its
-// epilogue, accumulate as beta = 1.
+// epilogue, accumulate as beta = 1; products of at most 8 rows (decode) as kernels/gemv.cu.
 #include "backend/cuda/cuda_backend.h"
 
 namespace forge::cuda {
@@ -33,6 +33,14 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
   return s;
 }
 
+constexpr int64_t kGemvMaxRows = 8;  // kernels/gemv.cu's FORGE_GEMV_MAX_M
+
+// A product with at most 8 rows goes to kernels/gemv.cu when its weight reads can be float4s.
+bool gemv_fits(const GemmShape& s, CUdeviceptr b) {
+  if (s.batch != 1 || s.trans_a || s.m > kGemvMaxRows || (b & 15) != 0) return false;
+  return s.trans_b ? s.k % 4 == 0 : s.n % 4 == 0;
+}
+
 }  // namespace
 
 void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
@@ -44,6 +52,13 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
     return;
   }
   gemm_launches_.fetch_add(1, std::memory_order_relaxed);
+  if (gemv_fits(s, ptr(b))) {
+    const int gelu = spec.gelu ? 1 : 0, acc = accumulate ? 1 : 0;
+    const auto blocks = static_cast<unsigned>(s.trans_b ? (s.n + 7) / 8 : (s.n + 15) / 16);
+    kernels_->launch(s.trans_b ? "forge_gemv_nt" : "forge_gemv_nn", Dim3{blocks}, Dim3{256}, 0,
+                     ptr(a), ptr(b), bias_ptr, ptr(out), s.m, s.k, s.n, spec.alpha, gelu, acc);
+    return;
+  }
   if (accumulate && spec.gelu) {
     // out += gelu(...): the epilogue would apply GELU to the sum, so the product goes to a
     // scratch buffer first.

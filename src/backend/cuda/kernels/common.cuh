@@ -39,7 +39,7 @@ static __device__ __forceinline__ float forge_neg_inf() {
 // Warp and block reductions
 //
 // The block helpers work for any blockDim.x that is a multiple of 32, up to 1024 (forge
-// launches 256, and 128 for attention). Every thread of the block must call them (they
+// launches 256). Every thread of the block must call them (they
 // contain __syncthreads) and every thread gets the same, bit-identical result: the
 // xor-butterfly gives all lanes the same value (a + b == b + a exactly in IEEE), and after
 // the per-warp partials are exchanged through shared memory each warp reduces the same

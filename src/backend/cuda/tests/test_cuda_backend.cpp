@@ -135,6 +135,9 @@ const char* const kLaunched[] = {
     "forge_unmerge_heads",
     "forge_kv_store",
     "forge_attention",
+    "forge_attention_tiled",
+    "forge_gemv_nn",
+    "forge_gemv_nt",
     "forge_widen16",
     "forge_embedding_w",
     "forge_gemv_w16",
@@ -248,6 +251,79 @@ TEST(CudaMatmulOnGpu, PrecisionIsASettingThatChangesTheProductWithinItsRounding)
   EXPECT_THROW(forge::set_device_setting(dev, "tf32", "1"), forge::Error);
   EXPECT_EQ(forge::device_setting(dev, "precision"), "fp32");
   std::printf("256^3 product, max |error| vs float64: fp32 %.3g, tf32 %.3g\n", fp32, tf32);
+}
+
+// Products of at most 8 rows run as kernels/gemv.cu (decode's products): weights [in, out]
+// and [out, in] (the tied head), with bias, GELU and accumulation, against float64; 9 rows
+// go back to cuBLASLt. The profile shows which kernel ran.
+TEST(CudaMatmulOnGpu, FewRowProductsRunAsGemvAndMatchFloat64) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const Device dev("cuda", 0);
+  const double pi = 3.14159265358979;
+  auto gelu = [&](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
+  };
+  struct Case {
+    int64_t m, k, n;
+    bool trans_b, bias, gelu, accumulate;
+    const char* kernel;
+  };
+  const Case cases[] = {
+      {1, 768, 2304, false, true, false, false, "forge_gemv_nn"},
+      {3, 3072, 768, false, true, false, true, "forge_gemv_nn"},
+      {8, 768, 3072, false, true, true, false, "forge_gemv_nn"},
+      {2, 100, 36, false, false, true, true, "forge_gemv_nn"},
+      {1, 768, 1003, true, false, false, false, "forge_gemv_nt"},
+      {5, 132, 77, true, true, true, true, "forge_gemv_nt"},
+      {9, 768, 2304, false, true, false, false, "cublasLt_matmul"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message()
+                 << c.m << "x" << c.k << "x" << c.n << (c.trans_b ? " nt" : " nn"));
+    std::vector<float> a(c.m * c.k), b(c.k * c.n), bias(c.n), acc(c.m * c.n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i)) + 0.1f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 0.05f * std::cos(0.11f * static_cast<float>(i));
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+    for (size_t i = 0; i < acc.size(); ++i) acc[i] = 0.5f - 0.001f * static_cast<float>(i % 997);
+    const float alpha = 0.75f;
+    std::vector<double> want(c.m * c.n);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = 0.0;
+        for (int64_t k = 0; k < c.k; ++k)
+          s += double(a[i * c.k + k]) * (c.trans_b ? b[j * c.k + k] : b[k * c.n + j]);
+        s = alpha * s + (c.bias ? bias[j] : 0.0);
+        if (c.gelu) s = gelu(s);
+        want[i * c.n + j] = s + (c.accumulate ? acc[i * c.n + j] : 0.0);
+      }
+    const forge::Tensor ta = forge::Tensor::from_vector(a, {c.m, c.k}, dev);
+    const forge::Tensor tb = forge::Tensor::from_vector(
+        b, c.trans_b ? forge::Shape{c.n, c.k} : forge::Shape{c.k, c.n}, dev);
+    const forge::Tensor tbias =
+        c.bias ? forge::Tensor::from_vector(bias, {c.n}, dev) : forge::Tensor();
+    forge::MatmulSpec spec;
+    spec.trans_b = c.trans_b;
+    spec.alpha = alpha;
+    spec.gelu = c.gelu;
+    forge::set_profiling(dev, true);
+    forge::Tensor out;
+    if (c.accumulate) {
+      out = forge::Tensor::from_vector(acc, {c.m, c.n}, dev);
+      forge::matmul_add_(out, ta, tb, spec, tbias);
+    } else {
+      out = forge::matmul(ta, tb, spec, tbias);
+    }
+    const std::vector<float> got = out.to_vector<float>();
+    const std::vector<forge::KernelTime> times = forge::kernel_times(dev);
+    forge::set_profiling(dev, false);
+    double worst = 0.0;
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - want[i]) / (1.0 + std::abs(want[i])));
+    EXPECT_LT(worst, 1e-5);
+    const bool ran = std::any_of(times.begin(), times.end(),
+                                 [&](const forge::KernelTime& t) { return t.kernel == c.kernel; });
+    EXPECT_TRUE(ran) << c.kernel << " did not run";
+  }
 }
 
 }  // namespace

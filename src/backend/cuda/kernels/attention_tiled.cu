@@ -1,0 +1,151 @@
+// Fused causal self-attention for many queries (prefill): the same function as
+// forge_attention (attention.cu; same arguments), computed a tile of 64 queries at a time,
+// flash-attention style: each block walks the keys in tiles of 64, keeping a running row
+// max m, a running sum l of exp(score - m) and the unnormalised output O in registers, so
+// that every key and value row is read once per 64 queries (forge_attention reads it once
+// per query) and no [T, S] matrix exists anywhere.
+//
+// Grid (ceil(T / 64), B*nh), 256 threads; blockIdx.x runs from the last query tile (which
+// sees the most keys) to the first, so the longest blocks start first. Thread (ty, tx) =
+// (threadIdx.x / 16, threadIdx.x % 16) owns query rows ty + 16 i (i < 4); for the scores,
+// key columns tx + 16 j (j < 4) of the tile; for the output, dimensions tx + 16 k
+// (k < hd / 16). Rows of 16 lanes share a warp half, so a row's max and sum are 4 shuffles.
+//
+// Dynamic shared memory: (3 (hd + 1) + 65) * 64 floats (Q, K, V and P tiles; rows padded to an
+// odd stride so that 16 lanes reading 16 rows at one column hit 16 banks): 66,560 bytes for
+// hd = 64, over the 48 KiB default (the host raises the limit). hd % 16 == 0, hd <= 128.
+// As the CPU, the query is scaled first; the sums' order differs (within 1e-4).
+
+#define FORGE_FA_ROWS 64
+#define FORGE_FA_MAX_DK 8  // hd / 16 <= 8
+
+extern "C" __global__ void forge_attention_tiled(const float* qkv, const float* k_cache,
+                                                 const float* v_cache, float* out, i64 B, i64 T,
+                                                 i64 nh, i64 hd, i64 cap, i64 pos,
+                                                 const u32* pos_ptr, float scale) {
+  extern __shared__ float forge_fa_smem[];
+  // Refused by the host; never index past the tiles or the accumulators.
+  if (hd % 16 != 0 || hd > 16 * FORGE_FA_MAX_DK || blockDim.x != 256) return;
+  const i64 tile = (i64)gridDim.x - 1 - blockIdx.x, bh = blockIdx.y;
+  if (bh >= B * nh) return;
+  const i64 b = bh / nh, h = bh % nh;
+  const i64 C = nh * hd;
+  const i64 ld = hd + 1;                  // the tiles' row stride in shared memory
+  float* q_s = forge_fa_smem;             // [64][hd + 1]
+  float* k_s = q_s + FORGE_FA_ROWS * ld;  // [64][hd + 1]
+  float* v_s = k_s + FORGE_FA_ROWS * ld;  // [64][hd + 1]
+  float* p_s = v_s + FORGE_FA_ROWS * ld;  // [64][65]
+
+  const ForgeAttnKv kv = forge_attn_kv(qkv, k_cache, v_cache, bh, T, nh, hd, cap, pos, pos_ptr);
+  const float* k_base = kv.k;
+  const float* v_base = kv.v;
+  const i64 kv_stride = kv.stride;
+  pos = kv.pos;
+  const i64 t0 = tile * FORGE_FA_ROWS;
+  const i64 t_last = (t0 + FORGE_FA_ROWS < T ? t0 + FORGE_FA_ROWS : T) - 1;
+  const i64 n_keys = pos + t_last + 1;  // keys the tile's last query sees
+
+  // The scaled queries (rows past T: zeros, never written out).
+  for (i64 e = threadIdx.x; e < FORGE_FA_ROWS * hd; e += blockDim.x) {
+    const i64 r = e / hd, d = e % hd, t = t0 + r;
+    q_s[r * ld + d] = t < T ? qkv[(b * T + t) * 3 * C + h * hd + d] * scale : 0.0f;
+  }
+
+  const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+  const int n_dk = (int)(hd >> 4);
+  float m[4], l[4], o[4][FORGE_FA_MAX_DK];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m[i] = forge_neg_inf();
+    l[i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < FORGE_FA_MAX_DK; ++k) o[i][k] = 0.0f;
+  }
+
+  for (i64 s0 = 0; s0 < n_keys; s0 += FORGE_FA_ROWS) {
+    __syncthreads();  // the previous tile's readers are done (and q_s is written)
+    for (i64 e = threadIdx.x; e < FORGE_FA_ROWS * hd; e += blockDim.x) {
+      const i64 r = e / hd, d = e % hd, s = s0 + r;
+      const bool in = s < n_keys;
+      k_s[r * ld + d] = in ? k_base[s * kv_stride + d] : 0.0f;
+      v_s[r * ld + d] = in ? v_base[s * kv_stride + d] : 0.0f;
+    }
+    __syncthreads();
+
+    // Scores of rows ty + 16 i against keys tx + 16 j.
+    float sc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) sc[i][j] = 0.0f;
+    for (i64 d = 0; d < hd; ++d) {
+      float qv[4], kv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = q_s[(ty + 16 * i) * ld + d];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kv[j] = k_s[(tx + 16 * j) * ld + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sc[i][j] += qv[i] * kv[j];
+    }
+
+    // Causal mask, then the running max and sum of each row.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const i64 t = t0 + ty + 16 * i;
+      float mx = forge_neg_inf();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const i64 s = s0 + tx + 16 * j;
+        if (t >= T || s > pos + t) sc[i][j] = forge_neg_inf();
+        mx = fmaxf(mx, sc[i][j]);
+      }
+      for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      const float m_new = fmaxf(m[i], mx);
+      // A row with no key yet (only rows past T, or none at all) keeps m = -inf: its
+      // exponentials are taken against 0 instead, which gives exact zeros.
+      const float base = m_new == forge_neg_inf() ? 0.0f : m_new;
+      const float corr = expf(m[i] - base);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float p = expf(sc[i][j] - base);
+        p_s[(ty + 16 * i) * 65 + tx + 16 * j] = p;
+        sum += p;
+      }
+      for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      l[i] = l[i] * corr + sum;
+      m[i] = m_new;
+#pragma unroll
+      for (int k = 0; k < FORGE_FA_MAX_DK; ++k) o[i][k] *= corr;
+    }
+    __syncthreads();
+
+    // O += P V over the tile's keys.
+    for (int c = 0; c < FORGE_FA_ROWS; ++c) {
+      float pv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pv[i] = p_s[(ty + 16 * i) * 65 + c];
+#pragma unroll
+      for (int k = 0; k < FORGE_FA_MAX_DK; ++k) {
+        if (k < n_dk) {
+          const float vv = v_s[c * ld + tx + 16 * k];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) o[i][k] += pv[i] * vv;
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const i64 t = t0 + ty + 16 * i;
+    if (t >= T) continue;
+    const float inv = 1.0f / l[i];
+    float* y = out + (b * T + t) * C + h * hd;
+#pragma unroll
+    for (int k = 0; k < FORGE_FA_MAX_DK; ++k)
+      if (k < n_dk) y[tx + 16 * k] = o[i][k] * inv;
+  }
+}

@@ -1,0 +1,114 @@
+// Products with few rows (M <= 8: a decode step's rows) on the CUDA cores, where cuBLASLt's
+// GEMM tiles leave most of the GPU idle: each weight is read once, by one thread, for all
+// M rows. Exact fp32 arithmetic (also when products otherwise run in TF32).
+//
+//   out[m, n] = epi(alpha * sum_k x[m, k] w(k, n) + bias[n]) (+ out[m, n] with accumulate)
+//   epi: the tanh GELU when gelu != 0, else the identity (GELU before the accumulation, as
+//   out += gelu(...) means).
+// x: [M, K] row-major (row stride K); out: [M, N] (row stride N); bias: [N] or null.
+// Both kernels sum in a fixed order for a given shape: the same bits on every run.
+
+#define FORGE_GEMV_MAX_M 8
+
+static __device__ __forceinline__ float forge_gemv_epilogue(float acc, float alpha,
+                                                            const float* bias, i64 col, int gelu,
+                                                            int accumulate, const float* out_at) {
+  float v = alpha * acc;
+  if (bias != nullptr) v += bias[col];
+  if (gelu) v = forge_gelu_f(v);
+  if (accumulate) v += *out_at;
+  return v;
+}
+
+// w(k, n) = w[k * N + n] (weights stored [in, out], GPT-2's Conv1D). N % 4 == 0 and w
+// 16-byte aligned (the host checks). Block: 256 threads = 4 column quads x 64 row groups,
+// 16 columns per block, grid ceil(N / 16). Thread (g, c) sums rows g, g + 64, ... of its
+// four columns (float4 reads: each row's 16 columns are one 64-byte segment); the 64 row
+// groups' partials are then summed in group order.
+#define FORGE_GEMV_COLS 16
+#define FORGE_GEMV_GROUPS 64
+
+extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const float* bias,
+                                         float* out, i64 M, i64 K, i64 N, float alpha, int gelu,
+                                         int accumulate) {
+  __shared__ float part[FORGE_GEMV_GROUPS][FORGE_GEMV_MAX_M][FORGE_GEMV_COLS];  // 32 KiB
+  if (M > FORGE_GEMV_MAX_M || blockDim.x != 256) return;  // refused by the host
+  const int quad = threadIdx.x & 3, g = threadIdx.x >> 2;
+  const i64 c0 = blockIdx.x * (i64)FORGE_GEMV_COLS + quad * 4;
+  float acc[FORGE_GEMV_MAX_M][4];
+#pragma unroll
+  for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
+  if (c0 < N) {
+#pragma unroll 4
+    for (i64 k = g; k < K; k += FORGE_GEMV_GROUPS) {
+      const float4 wv = *reinterpret_cast<const float4*>(w + k * N + c0);
+#pragma unroll
+      for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
+        if (m < M) {
+          const float xv = x[m * K + k];
+          acc[m][0] += xv * wv.x;
+          acc[m][1] += xv * wv.y;
+          acc[m][2] += xv * wv.z;
+          acc[m][3] += xv * wv.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
+    if (m < M) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) part[g][m][quad * 4 + i] = acc[m][i];
+    }
+  }
+  __syncthreads();
+  for (int o = threadIdx.x; o < FORGE_GEMV_COLS * M; o += blockDim.x) {
+    const int m = o / FORGE_GEMV_COLS, c = o % FORGE_GEMV_COLS;
+    const i64 col = blockIdx.x * (i64)FORGE_GEMV_COLS + c;
+    if (col >= N) continue;
+    float s = 0.0f;
+    for (int r = 0; r < FORGE_GEMV_GROUPS; ++r) s += part[r][m][c];
+    float* o_at = out + m * N + col;
+    *o_at = forge_gemv_epilogue(s, alpha, bias, col, gelu, accumulate, o_at);
+  }
+}
+
+// w(k, n) = w[n * K + k] (weights stored [out, in]: the tied LM head's wte). K % 4 == 0 and
+// w 16-byte aligned (the host checks). Block: 256 threads = 8 warps, one output column per
+// warp, grid ceil(N / 8); lane l reads the float4s l, l + 32, ... of the weight row, and a
+// butterfly sums the lanes.
+extern "C" __global__ void forge_gemv_nt(const float* x, const float* w, const float* bias,
+                                         float* out, i64 M, i64 K, i64 N, float alpha, int gelu,
+                                         int accumulate) {
+  if (M > FORGE_GEMV_MAX_M) return;  // refused by the host
+  const int lane = threadIdx.x & 31;
+  const i64 col = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (col >= N) return;  // uniform over the warp
+  const float* row = w + col * K;
+  float acc[FORGE_GEMV_MAX_M];
+#pragma unroll
+  for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) acc[m] = 0.0f;
+  for (i64 k = 4 * (i64)lane; k < K; k += 128) {
+    const float4 wv = *reinterpret_cast<const float4*>(row + k);
+#pragma unroll
+    for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
+      if (m < M) {
+        const float* xm = x + m * K + k;
+        acc[m] += xm[0] * wv.x;
+        acc[m] += xm[1] * wv.y;
+        acc[m] += xm[2] * wv.z;
+        acc[m] += xm[3] * wv.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
+    if (m < M) {
+      const float s = forge_warp_sum(acc[m]);
+      if (lane == 0) {
+        float* o_at = out + m * N + col;
+        *o_at = forge_gemv_epilogue(s, alpha, bias, col, gelu, accumulate, o_at);
+      }
+    }
+  }
+}
