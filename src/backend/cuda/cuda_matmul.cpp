@@ -54,7 +54,7 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   gemm_launches_.fetch_add(1, std::memory_order_relaxed);
   if (gemv_fits(s, ptr(b))) {
     const int gelu = spec.gelu ? 1 : 0, acc = accumulate ? 1 : 0;
-    const auto blocks = static_cast<unsigned>(s.trans_b ? (s.n + 7) / 8 : (s.n + 15) / 16);
+    const auto blocks = static_cast<unsigned>((s.n + 7) / 8);  // 8 columns a block, both kernels
     kernels_->launch(s.trans_b ? "forge_gemv_nt" : "forge_gemv_nn", Dim3{blocks}, Dim3{256}, 0,
                      ptr(a), ptr(b), bias_ptr, ptr(out), s.m, s.k, s.n, spec.alpha, gelu, acc);
     return;

@@ -87,6 +87,7 @@ extern "C" __global__ void forge_attention(const float* qkv, const float* k_cach
     const float* k = k_base + s * kv_stride;
     float acc = 0.0f;
     if (vec4) {
+#pragma unroll 4
       for (i64 d = 0; d < hd; d += 4) {
         const float4 kv = *reinterpret_cast<const float4*>(k + d);
         acc += q_s[d] * kv.x;
@@ -116,6 +117,8 @@ extern "C" __global__ void forge_attention(const float* qkv, const float* k_cach
   // Output: warp w sums keys w, w + 8, ...; lane l owns dimensions l, l + 32, l + 64, l + 96.
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float acc[FORGE_ATTN_MAX_HD / 32] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Unrolled so that a warp has 8 value rows in flight: the loop is bound by their latency.
+#pragma unroll 8
   for (i64 s = warp; s < n; s += FORGE_ATTN_WARPS) {
     const float p = p_s[s];
     const float* v = v_base + s * kv_stride;

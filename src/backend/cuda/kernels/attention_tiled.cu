@@ -19,10 +19,47 @@
 #define FORGE_FA_ROWS 64
 #define FORGE_FA_MAX_DK 8  // hd / 16 <= 8
 
-extern "C" __global__ void forge_attention_tiled(const float* qkv, const float* k_cache,
-                                                 const float* v_cache, float* out, i64 B, i64 T,
-                                                 i64 nh, i64 hd, i64 cap, i64 pos,
-                                                 const u32* pos_ptr, float scale) {
+// Rows r0 .. r0 + 63 of a row-major [*, hd] matrix (row stride `stride` floats), each value
+// times `mul`, into a [64][hd + 1] shared tile; rows >= n_rows become zeros. With vec4 (src
+// 16-byte aligned, stride % 4 == 0) a thread issues all its float4 reads (at most 8) before
+// storing any: a tile costs one memory latency, not one per element.
+static __device__ __forceinline__ void forge_fa_load_tile(float* tile, const float* src, i64 stride,
+                                                          i64 r0, i64 n_rows, i64 hd, float mul,
+                                                          bool vec4) {
+  const i64 ld = hd + 1;
+  if (vec4) {
+    const int n4 = (int)(hd >> 2);
+    float4 buf[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int e = threadIdx.x + 256 * u, r = e / n4;
+      buf[u].x = buf[u].y = buf[u].z = buf[u].w = 0.0f;
+      if (e < FORGE_FA_ROWS * n4 && r0 + r < n_rows)
+        buf[u] = *reinterpret_cast<const float4*>(src + (r0 + r) * stride + 4 * (e % n4));
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const int e = threadIdx.x + 256 * u;
+      if (e < FORGE_FA_ROWS * n4) {
+        float* d = tile + (e / n4) * ld + 4 * (e % n4);
+        d[0] = buf[u].x * mul;
+        d[1] = buf[u].y * mul;
+        d[2] = buf[u].z * mul;
+        d[3] = buf[u].w * mul;
+      }
+    }
+    return;
+  }
+  for (i64 e = threadIdx.x; e < FORGE_FA_ROWS * hd; e += blockDim.x) {
+    const i64 r = e / hd, d = e % hd;
+    tile[r * ld + d] = r0 + r < n_rows ? src[(r0 + r) * stride + d] * mul : 0.0f;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    forge_attention_tiled(const float* qkv, const float* k_cache, const float* v_cache, float* out,
+                          i64 B, i64 T, i64 nh, i64 hd, i64 cap, i64 pos, const u32* pos_ptr,
+                          float scale) {
   extern __shared__ float forge_fa_smem[];
   // Refused by the host; never index past the tiles or the accumulators.
   if (hd % 16 != 0 || hd > 16 * FORGE_FA_MAX_DK || blockDim.x != 256) return;
@@ -46,10 +83,9 @@ extern "C" __global__ void forge_attention_tiled(const float* qkv, const float* 
   const i64 n_keys = pos + t_last + 1;  // keys the tile's last query sees
 
   // The scaled queries (rows past T: zeros, never written out).
-  for (i64 e = threadIdx.x; e < FORGE_FA_ROWS * hd; e += blockDim.x) {
-    const i64 r = e / hd, d = e % hd, t = t0 + r;
-    q_s[r * ld + d] = t < T ? qkv[(b * T + t) * 3 * C + h * hd + d] * scale : 0.0f;
-  }
+  const float* q_base = qkv + b * T * 3 * C + h * hd;
+  forge_fa_load_tile(q_s, q_base, 3 * C, t0, T, hd, scale, ((u64)q_base & 15) == 0);
+  const bool kv_vec4 = ((u64)k_base & 15) == 0 && ((u64)v_base & 15) == 0 && kv_stride % 4 == 0;
 
   const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
   const int n_dk = (int)(hd >> 4);
@@ -64,12 +100,8 @@ extern "C" __global__ void forge_attention_tiled(const float* qkv, const float* 
 
   for (i64 s0 = 0; s0 < n_keys; s0 += FORGE_FA_ROWS) {
     __syncthreads();  // the previous tile's readers are done (and q_s is written)
-    for (i64 e = threadIdx.x; e < FORGE_FA_ROWS * hd; e += blockDim.x) {
-      const i64 r = e / hd, d = e % hd, s = s0 + r;
-      const bool in = s < n_keys;
-      k_s[r * ld + d] = in ? k_base[s * kv_stride + d] : 0.0f;
-      v_s[r * ld + d] = in ? v_base[s * kv_stride + d] : 0.0f;
-    }
+    forge_fa_load_tile(k_s, k_base, kv_stride, s0, n_keys, hd, 1.0f, kv_vec4);
+    forge_fa_load_tile(v_s, v_base, kv_stride, s0, n_keys, hd, 1.0f, kv_vec4);
     __syncthreads();
 
     // Scores of rows ty + 16 i against keys tx + 16 j.

@@ -21,25 +21,26 @@ static __device__ __forceinline__ float forge_gemv_epilogue(float acc, float alp
 }
 
 // w(k, n) = w[k * N + n] (weights stored [in, out], GPT-2's Conv1D). N % 4 == 0 and w
-// 16-byte aligned (the host checks). Block: 256 threads = 4 column quads x 64 row groups,
-// 16 columns per block, grid ceil(N / 16). Thread (g, c) sums rows g, g + 64, ... of its
-// four columns (float4 reads: each row's 16 columns are one 64-byte segment); the 64 row
-// groups' partials are then summed in group order.
-#define FORGE_GEMV_COLS 16
-#define FORGE_GEMV_GROUPS 64
+// 16-byte aligned (the host checks). Block: 256 threads = 2 column quads x 128 row groups,
+// 8 columns per block (each row's 8 columns are one 32-byte sector), grid ceil(N / 8): 96
+// blocks already for N = 768. Thread (g, q) sums rows g, g + 128, ... of its four columns
+// (float4 reads, 8 in flight); then P lanes per output sum the 128 groups' partials in a
+// fixed order (P = 32 for one row, 4 for eight).
+#define FORGE_GEMV_COLS 8
+#define FORGE_GEMV_GROUPS 128
 
 extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const float* bias,
                                          float* out, i64 M, i64 K, i64 N, float alpha, int gelu,
                                          int accumulate) {
   __shared__ float part[FORGE_GEMV_GROUPS][FORGE_GEMV_MAX_M][FORGE_GEMV_COLS];  // 32 KiB
   if (M > FORGE_GEMV_MAX_M || blockDim.x != 256) return;  // refused by the host
-  const int quad = threadIdx.x & 3, g = threadIdx.x >> 2;
+  const int quad = threadIdx.x & 1, g = threadIdx.x >> 1;
   const i64 c0 = blockIdx.x * (i64)FORGE_GEMV_COLS + quad * 4;
   float acc[FORGE_GEMV_MAX_M][4];
 #pragma unroll
   for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
   if (c0 < N) {
-#pragma unroll 4
+#pragma unroll 8
     for (i64 k = g; k < K; k += FORGE_GEMV_GROUPS) {
       const float4 wv = *reinterpret_cast<const float4*>(w + k * N + c0);
 #pragma unroll
@@ -62,12 +63,20 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
     }
   }
   __syncthreads();
-  for (int o = threadIdx.x; o < FORGE_GEMV_COLS * M; o += blockDim.x) {
-    const int m = o / FORGE_GEMV_COLS, c = o % FORGE_GEMV_COLS;
-    const i64 col = blockIdx.x * (i64)FORGE_GEMV_COLS + c;
-    if (col >= N) continue;
-    float s = 0.0f;
-    for (int r = 0; r < FORGE_GEMV_GROUPS; ++r) s += part[r][m][c];
+  // Output o = (m, c) of the block's 8 M: lanes o * P .. o * P + P - 1 each sum every P-th
+  // group, then a butterfly over those P lanes (an aligned part of one warp). Every thread
+  // takes part in the shuffles; those past the outputs only discard their sums.
+  const int n_out = FORGE_GEMV_COLS * (int)M;
+  int P = 32;
+  while (P * n_out > 256) P >>= 1;
+  const int o = threadIdx.x / P, sub = threadIdx.x % P;
+  const int m = o / FORGE_GEMV_COLS, c = o % FORGE_GEMV_COLS;
+  float s = 0.0f;
+  if (o < n_out)
+    for (int r = sub; r < FORGE_GEMV_GROUPS; r += P) s += part[r][m][c];
+  for (int off = P >> 1; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  const i64 col = blockIdx.x * (i64)FORGE_GEMV_COLS + c;
+  if (o < n_out && sub == 0 && col < N) {
     float* o_at = out + m * N + col;
     *o_at = forge_gemv_epilogue(s, alpha, bias, col, gelu, accumulate, o_at);
   }

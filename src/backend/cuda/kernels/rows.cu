@@ -56,6 +56,9 @@ extern "C" __global__ void forge_argmax_rows(const float* x, u32* out, i64 rows,
   const float* xr = x + r * cols;
   float best_v = forge_neg_inf();
   i64 best_i = FORGE_NO_INDEX;
+  // Unrolled: 8 loads in flight a thread (a decode step's one row of 50257 logits is one
+  // block, bound by load latency).
+#pragma unroll 8
   for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
     float v = xr[j];
     if (v != v) v = forge_neg_inf();  // NaN
