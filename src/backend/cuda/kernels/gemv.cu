@@ -24,7 +24,7 @@ static __device__ __forceinline__ float forge_gemv_epilogue(float acc, float alp
 // 16-byte aligned (the host checks). Block: 256 threads = 2 column quads x 128 row groups,
 // 8 columns per block (each row's 8 columns are one 32-byte sector), grid ceil(N / 8): 96
 // blocks already for N = 768. Thread (g, q) sums rows g, g + 128, ... of its four columns
-// (float4 reads, 8 in flight); then P lanes per output sum the 128 groups' partials in a
+// (float4 reads, up to 8 in flight); then P lanes per output sum the 128 groups' partials in a
 // fixed order (P = 32 for one row, 4 for eight).
 #define FORGE_GEMV_COLS 8
 #define FORGE_GEMV_GROUPS 128
@@ -40,17 +40,28 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
 #pragma unroll
   for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
   if (c0 < N) {
-#pragma unroll 8
-    for (i64 k = g; k < K; k += FORGE_GEMV_GROUPS) {
-      const float4 wv = *reinterpret_cast<const float4*>(w + k * N + c0);
+    // Rows in batches of 8: all 8 reads are issued before the first is used (a loop
+    // unrolled by the compiler would run K = 768's 6 rows a thread one at a time).
+    for (i64 k0 = g; k0 < K; k0 += 8 * FORGE_GEMV_GROUPS) {
+      float4 wv[8];
 #pragma unroll
-      for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
-        if (m < M) {
-          const float xv = x[m * K + k];
-          acc[m][0] += xv * wv.x;
-          acc[m][1] += xv * wv.y;
-          acc[m][2] += xv * wv.z;
-          acc[m][3] += xv * wv.w;
+      for (int u = 0; u < 8; ++u) {
+        const i64 k = k0 + u * FORGE_GEMV_GROUPS;
+        if (k < K) wv[u] = *reinterpret_cast<const float4*>(w + k * N + c0);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const i64 k = k0 + u * FORGE_GEMV_GROUPS;
+        if (k >= K) break;
+#pragma unroll
+        for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
+          if (m < M) {
+            const float xv = x[m * K + k];
+            acc[m][0] += xv * wv[u].x;
+            acc[m][1] += xv * wv[u].y;
+            acc[m][2] += xv * wv[u].z;
+            acc[m][3] += xv * wv[u].w;
+          }
         }
       }
     }

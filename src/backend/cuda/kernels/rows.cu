@@ -56,15 +56,25 @@ extern "C" __global__ void forge_argmax_rows(const float* x, u32* out, i64 rows,
   const float* xr = x + r * cols;
   float best_v = forge_neg_inf();
   i64 best_i = FORGE_NO_INDEX;
-  // Unrolled: 8 loads in flight a thread (a decode step's one row of 50257 logits is one
-  // block, bound by load latency).
-#pragma unroll 8
-  for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
-    float v = xr[j];
-    if (v != v) v = forge_neg_inf();  // NaN
-    if (best_i == FORGE_NO_INDEX || v > best_v) {
-      best_v = v;
-      best_i = j;
+  // Columns in batches of 8 a thread, all 8 reads issued before the first comparison (a
+  // decode step's one row of 50257 logits is one block, bound by load latency); each thread
+  // still sees its columns in ascending order.
+  const i64 step = blockDim.x;
+  for (i64 j0 = threadIdx.x; j0 < cols; j0 += 8 * step) {
+    float vals[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      if (j0 + u * step < cols) vals[u] = xr[j0 + u * step];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const i64 j = j0 + u * step;
+      if (j >= cols) break;
+      float v = vals[u];
+      if (v != v) v = forge_neg_inf();  // NaN
+      if (best_i == FORGE_NO_INDEX || v > best_v) {
+        best_v = v;
+        best_i = j;
+      }
     }
   }
   forge_block_argmax(best_v, best_i);
