@@ -14,7 +14,9 @@ forge's does). Prints one JSON object.
 
   python3 bench/pytorch_cuda_gpt2.py [--preset gpt2] [--prompt-tokens 1024]
       [--decode-prompt 128] [--decode-tokens 256] [--train-batch 16] [--train-seq 1024]
-      [--train-steps 20] [--matmul 4096] [--tf32] [--bf16] [--compile]
+      [--train-steps 20] [--matmul 4096] [--tf32] [--bf16] [--compile] [--graph-decode]
+--graph-decode adds the decode with the whole step captured as one CUDA graph over a static
+KV cache (bench/pytorch_graph_decode.py), with fp32 and with bf16 weights.
 --bf16 runs the training step's forward and loss under torch.autocast(bfloat16) (fp32
 weights, AdamW state and gradients, as people train with it); --compile wraps the model in
 torch.compile (default mode; its compile happens in the warm-up steps).
@@ -26,6 +28,8 @@ import time
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
+
+from pytorch_graph_decode import bench_graph_decode
 
 PRESETS = {  # n_layer, n_head, n_embd, n_ctx, vocab
     "gpt2": (12, 12, 768, 1024, 50257),
@@ -134,6 +138,8 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="matmuls on TF32 tensor cores")
     ap.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
     ap.add_argument("--compile", action="store_true", help="train a torch.compile'd model")
+    ap.add_argument("--graph-decode", action="store_true",
+                    help="decode with each step one CUDA graph replay, fp32 and bf16 weights")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = a.tf32
     torch.backends.cudnn.allow_tf32 = a.tf32
@@ -147,6 +153,12 @@ def main():
         out.update(bench_prefill(model, cfg, a.prompt_tokens))
     if a.decode_tokens > 0:
         out.update(bench_decode(model, cfg, a.decode_prompt, a.decode_tokens))
+    if a.graph_decode:
+        out.update(bench_graph_decode(model, cfg, a.decode_prompt, a.decode_tokens,
+                                      torch.float32))
+        model.to(torch.bfloat16)
+        out.update(bench_graph_decode(model, cfg, a.decode_prompt, a.decode_tokens,
+                                      torch.bfloat16))
     del model
     torch.cuda.empty_cache()
     if a.train_steps > 0:

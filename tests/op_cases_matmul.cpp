@@ -113,9 +113,10 @@ void add_matmul_case(Cases& cs, const MatmulCase& c) {
 }
 
 // layernorm_matmul: a GPU's fused GEMV (one row: [1, K] and [B, 1, K]; N odd, N % 4 == 0,
-// bias, gelu; K up to its 2048 limit, where the GEMV also splits k) and its fallbacks
-// (several rows; K > 2048; w stored [N, K] with trans_b), against layernorm then matmul in
-// float64.
+// bias, gelu; K up to its 2048 limit, where the GEMV also splits k; CUDA's takes up to 8
+// rows of N % 4 == 0: 8 x 768 its largest block of rows, 1 x 3072 a long staged row) and
+// its fallbacks (several rows; 9 rows; K > 2048; w stored [N, K] with trans_b), against
+// layernorm then matmul in float64.
 void add_layernorm_matmul(Cases& cs) {
   struct LnCase {
     Dims x;     // [.., R, K]
@@ -133,7 +134,10 @@ void add_layernorm_matmul(Cases& cs) {
                                     {{1, 768}, 1003, false, false, true},
                                     {{1, 2048}, 9, false, true, true},
                                     {{2, 40}, 11, true, false, true},
-                                    {{1, 2100}, 5, false, false, true}};
+                                    {{1, 2100}, 5, false, false, true},
+                                    {{8, 768}, 64, true, true},
+                                    {{9, 64}, 20, true, false},
+                                    {{1, 3072}, 24, false, true}};
   for (const LnCase& c : list) {
     const Dims xd = c.x;
     const int64_t K = xd.back(), N = c.N, R = numel(xd) / K;

@@ -94,6 +94,13 @@ CudaBackend::CudaBackend(int ordinal)
                                       ctx_->device()),
         "cuDeviceGetAttribute");
   attention_smem_limit_ = 48 << 10;  // every kernel's default
+  {
+    const size_t bytes = kSplitCounters * sizeof(uint32_t);
+    split_counters_ = allocator_->take(bytes);
+    ctx_->make_current();
+    check(driver().memset_d8_async(split_counters_, 0, bytes, ctx_->stream()), "cuMemsetD8Async");
+    ctx_->synchronize();
+  }
   if (const char* v = std::getenv("FORGE_CUDA_PRECISION"); v && *v) {
     try {
       set_setting("precision", v);
@@ -106,10 +113,12 @@ CudaBackend::CudaBackend(int ordinal)
     static_cast<CudaBackend&>(b).softmax_xent(c.in(0), c.out(0), c.out(1));
   });
   register_weight_kernels();
+  register_fused_kernels();
 }
 
 CudaBackend::~CudaBackend() {
   ctx_->synchronize();
+  allocator_->give(split_counters_, kSplitCounters * sizeof(uint32_t));
   gemm_.reset();
   kernels_.reset();
   allocator_.reset();

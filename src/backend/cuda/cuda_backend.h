@@ -5,6 +5,7 @@
 //   cuda_matmul.cpp    matmul through cuBLASLt
 //   cuda_ops.cpp       the other kernels: grid, arguments, scratch memory
 //   cuda_weights.cpp   matmul and embedding with f16, bf16, q8_0 and q4_0 weights
+//   cuda_fused.cpp     layernorm_matmul and matmul_add_layernorm_matmul for decode rows
 //   kernels/*.cu       the kernels themselves (kernels.h compiles and launches them)
 // All work is queued on the context's one stream; reads wait for it.
 #pragma once
@@ -93,6 +94,22 @@ class CudaBackend final : public Backend {
   void weight_matmul(const OpCall& c);
   void weight_embedding(const OpCall& c);
   void empty_product(const Tensor& bias, bool gelu, bool accumulate, Tensor& out);
+  /// The operands of kernels/gemv.cu beyond the shape (s.gelu picks the epilogue; res,
+  /// gamma: 0 for none; a layernorm only where gemv_stages_rows and not trans_b).
+  struct Gemv {
+    CUdeviceptr x = 0, w = 0, bias = 0, out = 0, res = 0, gamma = 0, beta = 0;
+    float alpha = 1.0f, eps = 0.0f;
+    bool accumulate = false;
+  };
+  void gemv(const GemmShape& s, const Gemv& g);
+  GemmShape matmul_shape(const Tensor& a, const Tensor& b, const Tensor& bias,
+                         const MatmulSpec& spec, const Tensor& out) const;
+  // The fused ops on the few-row products (cuda_fused.cpp); others compose.
+  void register_fused_kernels();
+  bool takes_layernorm_matmul(const OpCall& c) const;
+  bool takes_matmul_add_layernorm_matmul(const OpCall& c) const;
+  void layernorm_matmul(const OpCall& c);
+  void matmul_add_layernorm_matmul(const OpCall& c);
   void run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cache, Tensor* v_cache,
                      int64_t pos, const Tensor* pos_tensor, Tensor& out);
   void allow_shared_memory(const char* kernel, int64_t bytes, int& limit, const std::string& what);
@@ -117,9 +134,24 @@ class CudaBackend final : public Backend {
   std::vector<std::pair<CUdeviceptr, size_t>> kept_blocks_;
   std::atomic<uint64_t> gemm_launches_{0};
   int attention_smem_limit_ = 0;  // bytes of dynamic shared memory forge_attention may use now
-  int attention_tiled_smem_limit_ = 48 << 10;  // the same for forge_attention_tiled
-  int attention_smem_optin_ = 0;               // the most the device allows a block
+  int attention_tiled_smem_limit_ = 48 << 10;    // the same for forge_attention_tiled
+  int attention_tiled64_smem_limit_ = 48 << 10;  // and forge_attention_tiled64
+  int attention_smem_optin_ = 0;                 // the most the device allows a block
+  // forge_attention_split's ticket counters (zeroed once, left zero by every launch): one
+  // per query and head of a launch, so it takes at most kSplitCounters of them.
+  static constexpr int64_t kSplitCounters = 1 << 16;
+  CUdeviceptr split_counters_ = 0;
 };
+
+/// kernels/gemv.cu's limits: at most 8 rows; rows staged in shared memory up to 40 KiB (the
+/// default limit of 48 KiB per block counts the kernel's static reduction slots too).
+constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemvStageBytes = 40 << 10;
+/// Whether a product runs as kernels/gemv.cu: at most 8 rows, no batch, no trans_a, and
+/// float4 weight reads (b 16-byte aligned, the weight rows a multiple of 4 floats).
+bool gemv_fits(const GemmShape& s, CUdeviceptr b);
+/// Whether forge_gemv_nn copies (or normalizes) the m x k rows of x into shared memory.
+bool gemv_stages_rows(int64_t m, int64_t k);
 
 /// A tensor's device address (its storage's block plus its offset).
 CUdeviceptr address(const Tensor& t);

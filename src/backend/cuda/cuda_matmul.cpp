@@ -1,5 +1,7 @@
 // matmul on CUDA: the validated tensors as a cuBLASLt product (gemm.h), bias and GELU in its
 // epilogue, accumulate as beta = 1; products of at most 8 rows (decode) as kernels/gemv.cu.
+#include <algorithm>
+
 #include "backend/cuda/cuda_backend.h"
 
 namespace forge::cuda {
@@ -33,15 +35,37 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
   return s;
 }
 
-constexpr int64_t kGemvMaxRows = 8;  // kernels/gemv.cu's FORGE_GEMV_MAX_M
+}  // namespace
 
-// A product with at most 8 rows goes to kernels/gemv.cu when its weight reads can be float4s.
 bool gemv_fits(const GemmShape& s, CUdeviceptr b) {
   if (s.batch != 1 || s.trans_a || s.m > kGemvMaxRows || (b & 15) != 0) return false;
   return s.trans_b ? s.k % 4 == 0 : s.n % 4 == 0;
 }
 
-}  // namespace
+bool gemv_stages_rows(int64_t m, int64_t k) {
+  return m * k * static_cast<int64_t>(sizeof(float)) <= kGemvStageBytes;
+}
+
+GemmShape CudaBackend::matmul_shape(const Tensor& a, const Tensor& b, const Tensor& bias,
+                                    const MatmulSpec& spec, const Tensor& out) const {
+  return gemm_shape(a, b, bias, spec, out, precision_);
+}
+
+void CudaBackend::gemv(const GemmShape& s, const Gemv& g) {
+  const int gelu = s.gelu ? 1 : 0, acc = g.accumulate ? 1 : 0;
+  const auto blocks = static_cast<unsigned>((s.n + 7) / 8);  // 8 columns a block, both kernels
+  if (s.trans_b) {
+    kernels_->launch("forge_gemv_nt", Dim3{blocks}, Dim3{256}, 0, g.x, g.w, g.bias, g.out, s.m, s.k,
+                     s.n, g.alpha, gelu, acc);
+    return;
+  }
+  // The rows of x (or their layernorm) go to shared memory when they fit; the same memory
+  // then holds the partial sums (32 KiB).
+  const bool staged = gemv_stages_rows(s.m, s.k);
+  const size_t smem = std::max<size_t>(32 << 10, staged ? s.m * s.k * sizeof(float) : 0);
+  kernels_->launch("forge_gemv_nn", Dim3{blocks}, Dim3{256}, smem, g.x, g.w, g.bias, g.out, s.m,
+                   s.k, s.n, g.alpha, gelu, acc, g.res, g.gamma, g.beta, g.eps, staged ? 1 : 0);
+}
 
 void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
                          const MatmulSpec& spec, bool accumulate, Tensor& out) {
@@ -53,10 +77,14 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
   }
   gemm_launches_.fetch_add(1, std::memory_order_relaxed);
   if (gemv_fits(s, ptr(b))) {
-    const int gelu = spec.gelu ? 1 : 0, acc = accumulate ? 1 : 0;
-    const auto blocks = static_cast<unsigned>((s.n + 7) / 8);  // 8 columns a block, both kernels
-    kernels_->launch(s.trans_b ? "forge_gemv_nt" : "forge_gemv_nn", Dim3{blocks}, Dim3{256}, 0,
-                     ptr(a), ptr(b), bias_ptr, ptr(out), s.m, s.k, s.n, spec.alpha, gelu, acc);
+    Gemv g;
+    g.x = ptr(a);
+    g.w = ptr(b);
+    g.bias = bias_ptr;
+    g.out = ptr(out);
+    g.alpha = spec.alpha;
+    g.accumulate = accumulate;
+    gemv(s, g);
     return;
   }
   if (accumulate && spec.gelu) {

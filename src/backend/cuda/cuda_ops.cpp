@@ -247,6 +247,8 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
   constexpr int64_t kMaxHeadDim = 128;  // forge_attention's FORGE_ATTN_MAX_HD
   constexpr int64_t kWarps = 8;         // FORGE_ATTN_WARPS (256 threads)
   constexpr int64_t kTileRows = 64;     // forge_attention_tiled's FORGE_FA_ROWS
+  constexpr int64_t kSplitKeys = 64;    // forge_attention_split's FORGE_SPLIT_KEYS
+  constexpr int64_t kSplitMaxQueries = 8;
   const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
   const int64_t hd = qkv.dim(-1) / 3 / n_head;
   if (hd > kMaxHeadDim)
@@ -256,13 +258,42 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
     throw Error(ErrorKind::Unsupported, "attention on cuda: " + std::to_string(B * n_head) +
                                             " heads in a batch (at most 65535)");
   const int64_t cap = k_cache ? k_cache->dim(1) : T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const CUdeviceptr pos_ptr = pos_tensor ? ptr(*pos_tensor) : 0;
+  const CUdeviceptr kc = k_cache ? ptr(*k_cache) : 0;
+  const CUdeviceptr vc = v_cache ? ptr(*v_cache) : 0;
+  // A decode step's few queries over a cache: the keys split over blocks of 64
+  // (attention_split.cu), which also store the new keys and values.
+  const int64_t C = n_head * hd;
+  const bool split = k_cache && T <= kSplitMaxQueries && hd % 4 == 0 &&
+                     T * B * n_head <= kSplitCounters && (ptr(qkv) & 15) == 0 && (kc & 15) == 0 &&
+                     (vc & 15) == 0 && C % 4 == 0;
+  if (split) {
+    const int64_t chunks = (cap + kSplitKeys - 1) / kSplitKeys;
+    Scratch partials(*this,
+                     static_cast<size_t>(T * B * n_head * chunks * (hd + 2)) * sizeof(float));
+    kernels_->launch("forge_attention_split",
+                     Dim3{static_cast<unsigned>(chunks), static_cast<unsigned>(T),
+                          static_cast<unsigned>(B * n_head)},
+                     Dim3{256}, 0, ptr(qkv), kc, vc, ptr(out), B, T, n_head, hd, cap, pos, pos_ptr,
+                     scale, partials.get(), split_counters_);
+    return;
+  }
   // A whole tile of queries or more: the tiled kernel (attention_tiled.cu), whose shared
   // memory holds 64-row tiles of Q, K, V and P; else one block per query (attention.cu),
   // whose shared memory holds the query, the warps' partial outputs and all its scores.
+  // Head dimension 64 (GPT-2's) with aligned rows: its float4 variant (attention_tiled64.cu).
   const bool tiled = T >= kTileRows && hd % 16 == 0;
-  const char* kernel = tiled ? "forge_attention_tiled" : "forge_attention";
+  const bool tiled64 = tiled && hd == 64 && (ptr(qkv) & 15) == 0 && (ptr(out) & 15) == 0 &&
+                       (kc & 15) == 0 && (vc & 15) == 0;
+  const char* kernel =
+      tiled64 ? "forge_attention_tiled64" : (tiled ? "forge_attention_tiled" : "forge_attention");
   int64_t smem = 0;
-  if (tiled) {
+  if (tiled64) {
+    smem = (3 * 68 + 64) * kTileRows * static_cast<int64_t>(sizeof(float));
+    allow_shared_memory(kernel, smem, attention_tiled64_smem_limit_,
+                        "tiles of " + std::to_string(kTileRows) + " rows of head dimension 64");
+  } else if (tiled) {
     smem = (3 * (hd + 1) + 65) * kTileRows * static_cast<int64_t>(sizeof(float));
     allow_shared_memory(
         kernel, smem, attention_tiled_smem_limit_,
@@ -272,13 +303,9 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
     allow_shared_memory(kernel, smem, attention_smem_limit_,
                         std::to_string(cap) + " key positions");
   }
-  const CUdeviceptr pos_ptr = pos_tensor ? ptr(*pos_tensor) : 0;
-  const CUdeviceptr kc = k_cache ? ptr(*k_cache) : 0;
-  const CUdeviceptr vc = v_cache ? ptr(*v_cache) : 0;
   if (k_cache)
     kernels_->launch("forge_kv_store", grid_for(B * n_head * T * hd), kBlock, 0, ptr(qkv), kc, vc,
                      B, T, n_head, hd, cap, pos, pos_ptr);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const auto grid_x = static_cast<unsigned>(tiled ? (T + kTileRows - 1) / kTileRows : T);
   kernels_->launch(kernel, Dim3{grid_x, static_cast<unsigned>(B * n_head)},
                    Dim3{static_cast<unsigned>(32 * kWarps)}, static_cast<size_t>(smem), ptr(qkv),

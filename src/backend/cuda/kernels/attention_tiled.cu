@@ -20,13 +20,12 @@
 #define FORGE_FA_MAX_DK 8  // hd / 16 <= 8
 
 // Rows r0 .. r0 + 63 of a row-major [*, hd] matrix (row stride `stride` floats), each value
-// times `mul`, into a [64][hd + 1] shared tile; rows >= n_rows become zeros. With vec4 (src
-// 16-byte aligned, stride % 4 == 0) a thread issues all its float4 reads (at most 8) before
-// storing any: a tile costs one memory latency, not one per element.
-static __device__ __forceinline__ void forge_fa_load_tile(float* tile, const float* src, i64 stride,
-                                                          i64 r0, i64 n_rows, i64 hd, float mul,
-                                                          bool vec4) {
-  const i64 ld = hd + 1;
+// times `mul`, into a [64][ld] shared tile (ld >= hd); rows >= n_rows become zeros. With
+// vec4 (src 16-byte aligned, stride % 4 == 0) a thread issues all its float4 reads (at most
+// 8) before storing any: a tile costs one memory latency, not one per element.
+static __device__ __forceinline__ void forge_fa_load_tile(float* tile, i64 ld, const float* src,
+                                                          i64 stride, i64 r0, i64 n_rows, i64 hd,
+                                                          float mul, bool vec4) {
   if (vec4) {
     const int n4 = (int)(hd >> 2);
     float4 buf[8];
@@ -53,6 +52,43 @@ static __device__ __forceinline__ void forge_fa_load_tile(float* tile, const flo
   for (i64 e = threadIdx.x; e < FORGE_FA_ROWS * hd; e += blockDim.x) {
     const i64 r = e / hd, d = e % hd;
     tile[r * ld + d] = r0 + r < n_rows ? src[(r0 + r) * stride + d] * mul : 0.0f;
+  }
+}
+
+// The online softmax step of a 64 x 64 tile of scores: thread (ty, tx) holds rows ty + 16 i,
+// keys tx + 16 j (sc[i][j]). Masks the causal future (key s > pos + t) and rows past T,
+// updates each row's running max m and sum l, writes p = exp(score - m) to the P tile
+// (row stride ld), and returns each row's correction corr = exp(m_old - m_new) by which the
+// caller scales its output accumulators. A row with no key yet (only rows past T, or none at
+// all) keeps m = -inf: its exponentials are taken against 0 instead, which gives exact zeros.
+static __device__ __forceinline__ void forge_fa_online_softmax(float (&sc)[4][4], float (&m)[4],
+                                                               float (&l)[4], float (&corr)[4],
+                                                               float* p_s, int ld, int ty, int tx,
+                                                               i64 t0, i64 s0, i64 T, i64 pos) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const i64 t = t0 + ty + 16 * i;
+    float mx = forge_neg_inf();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const i64 s = s0 + tx + 16 * j;
+      if (t >= T || s > pos + t) sc[i][j] = forge_neg_inf();
+      mx = fmaxf(mx, sc[i][j]);
+    }
+    for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float m_new = fmaxf(m[i], mx);
+    const float base = m_new == forge_neg_inf() ? 0.0f : m_new;
+    corr[i] = expf(m[i] - base);
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float p = expf(sc[i][j] - base);
+      p_s[(ty + 16 * i) * ld + tx + 16 * j] = p;
+      sum += p;
+    }
+    for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    l[i] = l[i] * corr[i] + sum;
+    m[i] = m_new;
   }
 }
 
@@ -84,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 
   // The scaled queries (rows past T: zeros, never written out).
   const float* q_base = qkv + b * T * 3 * C + h * hd;
-  forge_fa_load_tile(q_s, q_base, 3 * C, t0, T, hd, scale, ((u64)q_base & 15) == 0);
+  forge_fa_load_tile(q_s, ld, q_base, 3 * C, t0, T, hd, scale, ((u64)q_base & 15) == 0);
   const bool kv_vec4 = ((u64)k_base & 15) == 0 && ((u64)v_base & 15) == 0 && kv_stride % 4 == 0;
 
   const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
@@ -100,8 +136,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 
   for (i64 s0 = 0; s0 < n_keys; s0 += FORGE_FA_ROWS) {
     __syncthreads();  // the previous tile's readers are done (and q_s is written)
-    forge_fa_load_tile(k_s, k_base, kv_stride, s0, n_keys, hd, 1.0f, kv_vec4);
-    forge_fa_load_tile(v_s, v_base, kv_stride, s0, n_keys, hd, 1.0f, kv_vec4);
+    forge_fa_load_tile(k_s, ld, k_base, kv_stride, s0, n_keys, hd, 1.0f, kv_vec4);
+    forge_fa_load_tile(v_s, ld, v_base, kv_stride, s0, n_keys, hd, 1.0f, kv_vec4);
     __syncthreads();
 
     // Scores of rows ty + 16 i against keys tx + 16 j.
@@ -123,35 +159,12 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     }
 
     // Causal mask, then the running max and sum of each row.
+    float corr[4];
+    forge_fa_online_softmax(sc, m, l, corr, p_s, 65, ty, tx, t0, s0, T, pos);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const i64 t = t0 + ty + 16 * i;
-      float mx = forge_neg_inf();
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const i64 s = s0 + tx + 16 * j;
-        if (t >= T || s > pos + t) sc[i][j] = forge_neg_inf();
-        mx = fmaxf(mx, sc[i][j]);
-      }
-      for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      const float m_new = fmaxf(m[i], mx);
-      // A row with no key yet (only rows past T, or none at all) keeps m = -inf: its
-      // exponentials are taken against 0 instead, which gives exact zeros.
-      const float base = m_new == forge_neg_inf() ? 0.0f : m_new;
-      const float corr = expf(m[i] - base);
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float p = expf(sc[i][j] - base);
-        p_s[(ty + 16 * i) * 65 + tx + 16 * j] = p;
-        sum += p;
-      }
-      for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      l[i] = l[i] * corr + sum;
-      m[i] = m_new;
-#pragma unroll
-      for (int k = 0; k < FORGE_FA_MAX_DK; ++k) o[i][k] *= corr;
-    }
+      for (int k = 0; k < FORGE_FA_MAX_DK; ++k) o[i][k] *= corr[i];
     __syncthreads();
 
     // O += P V over the tile's keys.

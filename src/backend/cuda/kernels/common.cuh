@@ -22,16 +22,14 @@ typedef unsigned long long u64;
 // Constants
 // ---------------------------------------------------------------------------------------
 
-static __device__ __forceinline__ float forge_neg_inf() {
-  return __int_as_float((int)0xff800000u);
-}
+static __device__ __forceinline__ float forge_neg_inf() { return __int_as_float((int)0xff800000u); }
 
 // An index larger than any real one: the identity of the argmax reduction.
 #define FORGE_NO_INDEX 0x7fffffffffffffffLL
 
 // The grid-stride loop of the elementwise kernels: the host launches 256 threads per block
 // and min(ceil(n / 256), 65536) blocks, so one thread may take several elements.
-#define FORGE_GRID_STRIDE(i, n) \
+#define FORGE_GRID_STRIDE(i, n)                                     \
   for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (n); \
        i += (i64)gridDim.x * blockDim.x)
 
@@ -82,6 +80,23 @@ static __device__ __forceinline__ double forge_block_sum_d(double v) {
   if (lane == 0) partial_d[warp] = v;
   __syncthreads();
   return forge_warp_sum_d(lane < n_warps ? partial_d[lane] : 0.0);
+}
+
+// LayerNorm's mean and rstd of one row of C floats (layernorm.cu, and the fused
+// layernorm_matmul of gemv.cu); every thread of the block gets both. Two passes (no
+// E[x^2] - mean^2 cancellation), biased variance, rstd = 1 / sqrt(var + eps).
+static __device__ __forceinline__ void forge_ln_row_stats(const float* xr, i64 C, float eps,
+                                                          float& mean, float& rstd) {
+  float s = 0.0f;
+  for (i64 c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
+  mean = forge_block_sum(s) / (float)C;
+  float q = 0.0f;
+  for (i64 c = threadIdx.x; c < C; c += blockDim.x) {
+    const float d = xr[c] - mean;
+    q += d * d;
+  }
+  const float var = forge_block_sum(q) / (float)C;
+  rstd = 1.0f / sqrtf(var + eps);
 }
 
 // Max of the block's values; fmaxf ignores a NaN operand, -inf is the identity.

@@ -2,20 +2,29 @@
 // GEMM tiles leave most of the GPU idle: each weight is read once, by one thread, for all
 // M rows. Exact fp32 arithmetic (also when products otherwise run in TF32).
 //
-//   out[m, n] = epi(alpha * sum_k x[m, k] w(k, n) + bias[n]) (+ out[m, n] with accumulate)
+//   out[m, n] = epi(alpha * sum_k x'[m, k] w(k, n) + bias[n]) (+ res[m, n]) (+ out[m, n])
 //   epi: the tanh GELU when gelu != 0, else the identity (GELU before the accumulation, as
-//   out += gelu(...) means).
-// x: [M, K] row-major (row stride K); out: [M, N] (row stride N); bias: [N] or null.
+//   out += gelu(...) means); res: a residual row block added last (x_new = x + a @ w + b of
+//   matmul_add_layernorm_matmul, without copying x first), or null; the accumulate flag adds
+//   out's old value the same way.
+//   x' = x, or layernorm(x, gamma, beta, eps) row by row when gamma is not null (forge_gemv_nn
+//   only: the fused layernorm_matmul, which saves a launch and the normalized rows' round
+//   trip through memory). The normalized rows are computed as forge_layernorm computes them
+//   (the same block reductions over 256 threads), so the fused product gives the bits of
+//   layernorm followed by the product.
+// x: [M, K] row-major (row stride K); out, res: [M, N] (row stride N); bias: [N] or null.
 // Both kernels sum in a fixed order for a given shape: the same bits on every run.
 
 #define FORGE_GEMV_MAX_M 8
 
 static __device__ __forceinline__ float forge_gemv_epilogue(float acc, float alpha,
                                                             const float* bias, i64 col, int gelu,
-                                                            int accumulate, const float* out_at) {
+                                                            const float* res_at, int accumulate,
+                                                            const float* out_at) {
   float v = alpha * acc;
   if (bias != nullptr) v += bias[col];
   if (gelu) v = forge_gelu_f(v);
+  if (res_at != nullptr) v += *res_at;
   if (accumulate) v += *out_at;
   return v;
 }
@@ -26,14 +35,40 @@ static __device__ __forceinline__ float forge_gemv_epilogue(float acc, float alp
 // blocks already for N = 768. Thread (g, q) sums rows g, g + 128, ... of its four columns
 // (float4 reads, up to 8 in flight); then P lanes per output sum the 128 groups' partials in a
 // fixed order (P = 32 for one row, 4 for eight).
+// Dynamic shared memory: max(32 KiB, staged ? M * K * 4 bytes : 0), at most 40 KiB. With
+// `staged` the M rows of x' are first copied (or normalized) into it and read from there; the
+// same memory then holds the 128 groups' partials. Without it x is read from global memory
+// (rows too long to stage).
 #define FORGE_GEMV_COLS 8
 #define FORGE_GEMV_GROUPS 128
 
 extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const float* bias,
                                          float* out, i64 M, i64 K, i64 N, float alpha, int gelu,
-                                         int accumulate) {
-  __shared__ float part[FORGE_GEMV_GROUPS][FORGE_GEMV_MAX_M][FORGE_GEMV_COLS];  // 32 KiB
-  if (M > FORGE_GEMV_MAX_M || blockDim.x != 256) return;  // refused by the host
+                                         int accumulate, const float* res, const float* gamma,
+                                         const float* beta, float eps, int staged) {
+  extern __shared__ float forge_gemv_smem[];
+  // part[g][m][c]: the 128 groups' partial sums (after the rows' loop)
+  float(*part)[FORGE_GEMV_MAX_M][FORGE_GEMV_COLS] =
+      reinterpret_cast<float(*)[FORGE_GEMV_MAX_M][FORGE_GEMV_COLS]>(forge_gemv_smem);
+  // Refused by the host: too many rows, another block size, a layernorm without staging.
+  if (M > FORGE_GEMV_MAX_M || blockDim.x != 256 || (gamma != nullptr && !staged)) return;
+  const float* xs = x;
+  if (staged) {
+    for (i64 m = 0; m < M; ++m) {
+      const float* xr = x + m * K;
+      float* sr = forge_gemv_smem + m * K;
+      if (gamma != nullptr) {
+        float mean, rstd;
+        forge_ln_row_stats(xr, K, eps, mean, rstd);
+        for (i64 c = threadIdx.x; c < K; c += blockDim.x)
+          sr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
+      } else {
+        for (i64 c = threadIdx.x; c < K; c += blockDim.x) sr[c] = xr[c];
+      }
+    }
+    __syncthreads();
+    xs = forge_gemv_smem;
+  }
   const int quad = threadIdx.x & 1, g = threadIdx.x >> 1;
   const i64 c0 = blockIdx.x * (i64)FORGE_GEMV_COLS + quad * 4;
   float acc[FORGE_GEMV_MAX_M][4];
@@ -56,7 +91,7 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
 #pragma unroll
         for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
           if (m < M) {
-            const float xv = x[m * K + k];
+            const float xv = xs[m * K + k];
             acc[m][0] += xv * wv[u].x;
             acc[m][1] += xv * wv[u].y;
             acc[m][2] += xv * wv[u].z;
@@ -66,6 +101,7 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
       }
     }
   }
+  if (staged) __syncthreads();  // every thread is done with the staged rows
 #pragma unroll
   for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
     if (m < M) {
@@ -89,7 +125,8 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
   const i64 col = blockIdx.x * (i64)FORGE_GEMV_COLS + c;
   if (o < n_out && sub == 0 && col < N) {
     float* o_at = out + m * N + col;
-    *o_at = forge_gemv_epilogue(s, alpha, bias, col, gelu, accumulate, o_at);
+    const float* r_at = res != nullptr ? res + m * N + col : nullptr;
+    *o_at = forge_gemv_epilogue(s, alpha, bias, col, gelu, r_at, accumulate, o_at);
   }
 }
 
@@ -127,7 +164,7 @@ extern "C" __global__ void forge_gemv_nt(const float* x, const float* w, const f
       const float s = forge_warp_sum(acc[m]);
       if (lane == 0) {
         float* o_at = out + m * N + col;
-        *o_at = forge_gemv_epilogue(s, alpha, bias, col, gelu, accumulate, o_at);
+        *o_at = forge_gemv_epilogue(s, alpha, bias, col, gelu, nullptr, accumulate, o_at);
       }
     }
   }

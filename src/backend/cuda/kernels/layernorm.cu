@@ -3,22 +3,8 @@
 //   forge_layernorm_bwd_params_partial: grid (ceil(C / 256), chunks), one thread per column
 //   and chunk of rows; the host then adds the chunks with forge_sum_chunks (reduce.cu).
 // Mean and variance are two passes over the row (no E[x^2] - mean^2 cancellation), biased
-// variance, rstd = 1 / sqrt(var + eps): the CPU's row_mean_rstd (span_loops.h).
-
-// Mean and rstd of one row of C floats; every thread of the block gets both.
-static __device__ __forceinline__ void forge_ln_row_stats(const float* xr, i64 C, float eps,
-                                                          float& mean, float& rstd) {
-  float s = 0.0f;
-  for (i64 c = threadIdx.x; c < C; c += blockDim.x) s += xr[c];
-  mean = forge_block_sum(s) / (float)C;
-  float q = 0.0f;
-  for (i64 c = threadIdx.x; c < C; c += blockDim.x) {
-    const float d = xr[c] - mean;
-    q += d * d;
-  }
-  const float var = forge_block_sum(q) / (float)C;
-  rstd = 1.0f / sqrtf(var + eps);
-}
+// variance, rstd = 1 / sqrt(var + eps): the CPU's row_mean_rstd (span_loops.h); common.cuh's
+// forge_ln_row_stats.
 
 // x, out: [rows, C]; gamma, beta: [C]. out = (x - mean) * rstd * gamma + beta.
 extern "C" __global__ void forge_layernorm(const float* x, const float* gamma, const float* beta,

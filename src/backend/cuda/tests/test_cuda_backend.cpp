@@ -326,6 +326,105 @@ TEST(CudaMatmulOnGpu, FewRowProductsRunAsGemvAndMatchFloat64) {
   }
 }
 
+// The kernels of one profiled call, by name and count.
+std::map<std::string, uint64_t> launches_by_kernel(const forge::Device& dev) {
+  std::map<std::string, uint64_t> n;
+  for (const forge::KernelTime& t : forge::kernel_times(dev)) n[t.kernel] += t.dispatches;
+  return n;
+}
+
+// A decode step's seams take the fused few-row kernels: layernorm_matmul is one
+// forge_gemv_nn (no forge_layernorm), matmul_add_layernorm_matmul two (no copy of x, no
+// layernorm), a query over a cache one forge_attention_split (no forge_kv_store), a prefill
+// at head dimension 64 forge_attention_tiled64; 9 rows go back to the composition. Values: against
+// the composition on the CPU (the op harness checks them against float64 too).
+TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const forge::Device dev("cuda", 0), cpu("cpu", 0);
+  auto fill = [](int64_t n, float f, float shift) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(f * static_cast<float>(i)) + shift;
+    return v;
+  };
+  auto both = [&](const std::vector<float>& v, const forge::Shape& s) {
+    return std::pair{forge::Tensor::from_vector(v, s, dev), forge::Tensor::from_vector(v, s, cpu)};
+  };
+  auto near = [](const forge::Tensor& got, const forge::Tensor& want, double tol) {
+    const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+    double worst = 0.0;
+    for (size_t i = 0; i < g.size(); ++i)
+      worst = std::max(worst, std::abs(double(g[i]) - w[i]) / (1.0 + std::abs(double(w[i]))));
+    return worst < tol;
+  };
+  const int64_t C = 768, N = 2304;
+  for (const int64_t rows : {1, 8, 9}) {
+    SCOPED_TRACE(testing::Message() << rows << " rows");
+    const auto [x, x_c] = both(fill(rows * C, 0.37f, 0.1f), {rows, C});
+    const auto [a, a_c] = both(fill(rows * C, 0.21f, -0.2f), {rows, C});
+    const auto [g, g_c] = both(fill(C, 0.05f, 1.0f), {C});
+    const auto [be, be_c] = both(fill(C, 0.13f, 0.0f), {C});
+    const auto [w1, w1_c] = both(fill(C * C, 0.011f, 0.0f), {C, C});
+    const auto [w, w_c] = both(fill(C * N, 0.017f, 0.0f), {C, N});
+    const auto [bias, bias_c] = both(fill(N, 0.3f, 0.0f), {N});
+    const auto [b1, b1_c] = both(fill(C, 0.7f, 0.0f), {C});
+    const forge::MatmulSpec spec{.alpha = 0.05f, .gelu = true};
+    forge::set_profiling(dev, true);
+    const forge::Tensor y = forge::layernorm_matmul(x, g, be, 1e-5f, w, spec, bias);
+    const auto ln_launches = launches_by_kernel(dev);
+    forge::set_profiling(dev, true);
+    const forge::ResidualProduct r =
+        forge::matmul_add_layernorm_matmul(x, a, w1, b1, g, be, 1e-5f, w, spec, bias);
+    const auto seam_launches = launches_by_kernel(dev);
+    forge::set_profiling(dev, false);
+    const forge::Tensor y_c = forge::layernorm_matmul(x_c, g_c, be_c, 1e-5f, w_c, spec, bias_c);
+    const forge::ResidualProduct r_c = forge::matmul_add_layernorm_matmul(
+        x_c, a_c, w1_c, b1_c, g_c, be_c, 1e-5f, w_c, spec, bias_c);
+    EXPECT_TRUE(near(y, y_c, 1e-5));
+    EXPECT_TRUE(near(r.x, r_c.x, 1e-5));
+    EXPECT_TRUE(near(r.out, r_c.out, 1e-5));
+    if (rows <= 8) {
+      EXPECT_EQ(ln_launches, (std::map<std::string, uint64_t>{{"forge_gemv_nn", 1}}));
+      EXPECT_EQ(seam_launches, (std::map<std::string, uint64_t>{{"forge_gemv_nn", 2}}));
+    } else {
+      EXPECT_EQ(ln_launches.count("forge_layernorm"), 1u);
+      EXPECT_EQ(seam_launches.count("forge_layernorm"), 1u);
+    }
+  }
+  // One query (and three) over a cache of 1024 rows at position 700: 16 chunks of keys.
+  const int64_t H = 12, hd = 64, cap = 1024, pos = 700;
+  for (const int64_t T : {1, 3}) {
+    SCOPED_TRACE(testing::Message() << T << " queries");
+    const auto [qkv, qkv_c] = both(fill(T * 3 * H * hd, 0.19f, 0.0f), {1, T, 3 * H * hd});
+    auto [k, k_c] = both(fill(H * cap * hd, 0.029f, 0.0f), {H, cap, hd});
+    auto [v, v_c] = both(fill(H * cap * hd, 0.031f, 0.5f), {H, cap, hd});
+    const forge::Tensor at =
+        forge::Tensor::from_vector(std::vector<uint32_t>{static_cast<uint32_t>(pos)}, {1}, dev);
+    forge::set_profiling(dev, true);
+    const forge::Tensor y = forge::attention_at(qkv, H, k, v, at);
+    const auto attn_launches = launches_by_kernel(dev);
+    forge::set_profiling(dev, false);
+    const forge::Tensor y_c = forge::attention(qkv_c, H, k_c, v_c, pos);
+    EXPECT_EQ(attn_launches, (std::map<std::string, uint64_t>{{"forge_attention_split", 1}}));
+    EXPECT_TRUE(near(y, y_c, 1e-5));
+    EXPECT_EQ(k.to_vector<float>(), k_c.to_vector<float>());
+    EXPECT_EQ(v.to_vector<float>(), v_c.to_vector<float>());
+    // A second launch finds its ticket counters back at zero: the same output again.
+    const forge::Tensor y2 = forge::attention_at(qkv, H, k, v, at);
+    EXPECT_EQ(y2.to_vector<float>(), y.to_vector<float>());
+  }
+  // A prefill of 200 tokens at head dimension 64: the float4 tiled kernel, against the CPU.
+  {
+    const int64_t T = 200;
+    const auto [qkv, qkv_c] = both(fill(T * 3 * H * hd, 0.23f, 0.0f), {1, T, 3 * H * hd});
+    forge::set_profiling(dev, true);
+    const forge::Tensor y = forge::attention(qkv, H);
+    const auto prefill_launches = launches_by_kernel(dev);
+    forge::set_profiling(dev, false);
+    EXPECT_EQ(prefill_launches, (std::map<std::string, uint64_t>{{"forge_attention_tiled64", 1}}));
+    EXPECT_TRUE(near(y, forge::attention(qkv_c, H), 1e-5));
+  }
+}
+
 }  // namespace
 
 namespace {
