@@ -1,5 +1,6 @@
 #include "backend/cuda/context.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "forge/error.h"
@@ -21,6 +22,9 @@ Context::Context(int ordinal) : ordinal_(ordinal) {
   check(d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
         "cuDeviceGetAttribute");
   arch_ = "sm_" + std::to_string(major) + std::to_string(minor);
+  const char* early = std::getenv("FORGE_CUDA_EARLY_LAUNCH");
+  early_launch_ =
+      major >= 9 && d.launch_kernel_ex != nullptr && !(early && std::string(early) == "0");
   check(d.primary_ctx_retain(&context_, device_), "cuDevicePrimaryCtxRetain");
   make_current();
   const CUresult r = d.stream_create(&stream_, CU_STREAM_NON_BLOCKING);
@@ -97,8 +101,26 @@ CUfunction Module::function(const char* name) const {
 }
 
 void launch(const Context& context, CUfunction fn, Dim3 grid, Dim3 block, size_t shared_bytes,
-            void** params) {
+            void** params, bool early) {
   context.make_current();
+  if (early && context.early_launch()) {
+    CUlaunchAttribute attr;
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    CUlaunchConfig config;
+    config.grid_x = grid.x;
+    config.grid_y = grid.y;
+    config.grid_z = grid.z;
+    config.block_x = block.x;
+    config.block_y = block.y;
+    config.block_z = block.z;
+    config.shared_bytes = static_cast<unsigned>(shared_bytes);
+    config.stream = context.stream();
+    config.attrs = &attr;
+    config.num_attrs = 1;
+    check(driver().launch_kernel_ex(&config, fn, params, nullptr), "cuLaunchKernelEx");
+    return;
+  }
   check(driver().launch_kernel(fn, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                static_cast<unsigned>(shared_bytes), context.stream(), params,
                                nullptr),

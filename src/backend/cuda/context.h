@@ -29,6 +29,10 @@ class Context {
   const std::string& arch() const { return arch_; }
   CUdevice device() const { return device_; }
   CUstream stream() const { return stream_; }
+  /// Whether kernels may be launched early (programmatic dependent launch): compute
+  /// capability 9.0 or newer, a driver with cuLaunchKernelEx, and FORGE_CUDA_EARLY_LAUNCH
+  /// not 0.
+  bool early_launch() const { return early_launch_; }
   void make_current() const;
   /// Waits for all work queued on the stream.
   void synchronize() const;
@@ -41,6 +45,7 @@ class Context {
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   std::string arch_;
+  bool early_launch_ = false;
   std::unique_ptr<Profiler> profiler_;
 };
 
@@ -85,8 +90,11 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
-/// Queues fn on the context's stream. params[i] points to the i-th argument.
+/// Queues fn on the context's stream. params[i] points to the i-th argument. With `early`
+/// (where context.early_launch()), fn may start before the kernel queued before it ends:
+/// fn must then read nothing that kernel writes, and write nothing, before its
+/// griddepcontrol.wait (kernels/common.cuh, forge_wait_for_previous).
 void launch(const Context& context, CUfunction fn, Dim3 grid, Dim3 block, size_t shared_bytes,
-            void** params);
+            void** params, bool early = false);
 
 }  // namespace forge::cuda

@@ -95,10 +95,10 @@ CudaBackend::CudaBackend(int ordinal)
         "cuDeviceGetAttribute");
   attention_smem_limit_ = 48 << 10;  // every kernel's default
   {
-    const size_t bytes = kSplitCounters * sizeof(uint32_t);
-    split_counters_ = allocator_->take(bytes);
+    const size_t bytes = kTicketCounters * sizeof(uint32_t);
+    ticket_counters_ = allocator_->take(bytes);
     ctx_->make_current();
-    check(driver().memset_d8_async(split_counters_, 0, bytes, ctx_->stream()), "cuMemsetD8Async");
+    check(driver().memset_d8_async(ticket_counters_, 0, bytes, ctx_->stream()), "cuMemsetD8Async");
     ctx_->synchronize();
   }
   if (const char* v = std::getenv("FORGE_CUDA_PRECISION"); v && *v) {
@@ -118,7 +118,7 @@ CudaBackend::CudaBackend(int ordinal)
 
 CudaBackend::~CudaBackend() {
   ctx_->synchronize();
-  allocator_->give(split_counters_, kSplitCounters * sizeof(uint32_t));
+  allocator_->give(ticket_counters_, kTicketCounters * sizeof(uint32_t));
   gemm_.reset();
   kernels_.reset();
   allocator_.reset();

@@ -102,6 +102,8 @@ class CudaBackend final : public Backend {
     bool accumulate = false;
   };
   void gemv(const GemmShape& s, const Gemv& g);
+  /// rows x K times 16-bit w [N, K] transposed (forge_gemv_w16x; gemv16_fits holds).
+  void gemv16(int64_t rows, int64_t K, int64_t N, bool gelu, bool bf16, const Gemv& g);
   GemmShape matmul_shape(const Tensor& a, const Tensor& b, const Tensor& bias,
                          const MatmulSpec& spec, const Tensor& out) const;
   // The fused ops on the few-row products (cuda_fused.cpp); others compose.
@@ -109,6 +111,7 @@ class CudaBackend final : public Backend {
   bool takes_layernorm_matmul(const OpCall& c) const;
   bool takes_matmul_add_layernorm_matmul(const OpCall& c) const;
   void layernorm_matmul(const OpCall& c);
+  void fused_product(const GemmShape& s, DType w, const Gemv& g);
   void matmul_add_layernorm_matmul(const OpCall& c);
   void run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cache, Tensor* v_cache,
                      int64_t pos, const Tensor* pos_tensor, Tensor& out);
@@ -138,9 +141,9 @@ class CudaBackend final : public Backend {
   int attention_tiled64_smem_limit_ = 48 << 10;  // and forge_attention_tiled64
   int attention_smem_optin_ = 0;                 // the most the device allows a block
   // forge_attention_split's ticket counters (zeroed once, left zero by every launch): one
-  // per query and head of a launch, so it takes at most kSplitCounters of them.
-  static constexpr int64_t kSplitCounters = 1 << 16;
-  CUdeviceptr split_counters_ = 0;
+  // per query and head of a launch, so it takes at most kTicketCounters of them.
+  static constexpr int64_t kTicketCounters = 1 << 16;
+  CUdeviceptr ticket_counters_ = 0;
 };
 
 /// kernels/gemv.cu's limits: at most 8 rows; rows staged in shared memory up to 40 KiB (the
@@ -152,6 +155,12 @@ constexpr int64_t kGemvStageBytes = 40 << 10;
 bool gemv_fits(const GemmShape& s, CUdeviceptr b);
 /// Whether forge_gemv_nn copies (or normalizes) the m x k rows of x into shared memory.
 bool gemv_stages_rows(int64_t m, int64_t k);
+
+/// Whether a product with 16-bit weights w [N, K] runs as forge_gemv_w16x: at most 8 rows,
+/// contiguous (no trans_a), K % 8 == 0, w 16-byte aligned, the rows staged in shared memory
+/// within kGemv16StageBytes.
+constexpr int64_t kGemv16StageBytes = kGemvStageBytes;
+bool gemv16_fits(int64_t rows, int64_t K, CUdeviceptr w, bool trans_a);
 
 /// A tensor's device address (its storage's block plus its offset).
 CUdeviceptr address(const Tensor& t);

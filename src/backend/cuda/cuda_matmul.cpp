@@ -61,6 +61,8 @@ void CudaBackend::gemv(const GemmShape& s, const Gemv& g) {
   }
   // The rows of x (or their layernorm) go to shared memory when they fit; the same memory
   // then holds the partial sums (32 KiB).
+  // Not launched early (Kernels::launch_early): that made fp32 decode slower on an H100
+  // (docs/PERFORMANCE.md, session 27); the kernels still wait and let the next one start.
   const bool staged = gemv_stages_rows(s.m, s.k);
   const size_t smem = std::max<size_t>(32 << 10, staged ? s.m * s.k * sizeof(float) : 0);
   kernels_->launch("forge_gemv_nn", Dim3{blocks}, Dim3{256}, smem, g.x, g.w, g.bias, g.out, s.m,

@@ -266,7 +266,7 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
   // (attention_split.cu), which also store the new keys and values.
   const int64_t C = n_head * hd;
   const bool split = k_cache && T <= kSplitMaxQueries && hd % 4 == 0 &&
-                     T * B * n_head <= kSplitCounters && (ptr(qkv) & 15) == 0 && (kc & 15) == 0 &&
+                     T * B * n_head <= kTicketCounters && (ptr(qkv) & 15) == 0 && (kc & 15) == 0 &&
                      (vc & 15) == 0 && C % 4 == 0;
   if (split) {
     const int64_t chunks = (cap + kSplitKeys - 1) / kSplitKeys;
@@ -276,7 +276,7 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
                      Dim3{static_cast<unsigned>(chunks), static_cast<unsigned>(T),
                           static_cast<unsigned>(B * n_head)},
                      Dim3{256}, 0, ptr(qkv), kc, vc, ptr(out), B, T, n_head, hd, cap, pos, pos_ptr,
-                     scale, partials.get(), split_counters_);
+                     scale, partials.get(), ticket_counters_);
     return;
   }
   // A whole tile of queries or more: the tiled kernel (attention_tiled.cu), whose shared

@@ -1,8 +1,9 @@
 // matmul and embedding with weights stored in f16, bf16, q8_0 and q4_0 on CUDA
 // (kernels/weights.cu), with the CPU's answers (forge/ops.h, matmul):
-//  - f16 / bf16: a few rows (decode) through forge_gemv_w16, which widens each weight as it
-//    reads it; more rows widen the weight to f32 in a scratch tensor once and multiply with
-//    cuBLASLt (the product is the f32 one either way);
+//  - f16 / bf16: a few rows (decode) through forge_gemv_w16x (contiguous rows, K % 8 == 0:
+//    16-byte weight reads) or forge_gemv_w16, which widen each weight as they read it; more rows
+//    widen the weight to f32 in a scratch tensor once and multiply with cuBLASLt (the product is
+//    the f32 one either way);
 //  - q8_0 / q4_0: op(a)'s rows rounded to int8 blocks (forge_quantize_rows_q8), then the
 //    integer block dot products (forge_matmul_q);
 //  - embedding rows widened or dequantized to f32 (forge_embedding_w).
@@ -36,6 +37,21 @@ Dim3 column_grid(int64_t N, int64_t rows) {
 
 }  // namespace
 
+bool gemv16_fits(int64_t rows, int64_t K, CUdeviceptr w, bool trans_a) {
+  return rows <= kGemvMaxRows && !trans_a && K % 8 == 0 && (w & 15) == 0 &&
+         rows * K * static_cast<int64_t>(sizeof(float)) <= kGemv16StageBytes;
+}
+
+void CudaBackend::gemv16(int64_t rows, int64_t K, int64_t N, bool gelu, bool bf16, const Gemv& g) {
+  const auto blocks = static_cast<unsigned>((N + 7) / 8);  // a column per warp
+  const auto smem = static_cast<size_t>(rows * K) * sizeof(float);
+  // Launched early: its blocks prefetch their weight rows into L2 and wait while the kernel
+  // before finishes (faster bf16 decode on an H100: docs/PERFORMANCE.md, session 27).
+  kernels_->launch_early("forge_gemv_w16x", Dim3{blocks}, Dim3{256}, smem, g.x, g.w, g.bias, g.out,
+                         rows, K, N, g.alpha, gelu ? 1 : 0, g.accumulate ? 1 : 0, g.res, g.gamma,
+                         g.beta, g.eps, bf16 ? 1 : 0);
+}
+
 void CudaBackend::register_weight_kernels() {
   const Kernel mm = [](Backend& b, const OpCall& c) {
     static_cast<CudaBackend&>(b).weight_matmul(c);
@@ -67,6 +83,17 @@ void CudaBackend::weight_matmul(const OpCall& c) {
     return;
   }
   if (code <= 1) {
+    if (gemv16_fits(rows, K, ptr(w), spec.trans_a)) {
+      Gemv g;
+      g.x = ptr(a);
+      g.w = ptr(w);
+      g.bias = bias_ptr;
+      g.out = ptr(out);
+      g.alpha = spec.alpha;
+      g.accumulate = accumulate;
+      gemv16(rows, K, N, spec.gelu, code == 1, g);
+      return;
+    }
     if (rows <= kGemvRows) {
       kernels_->launch("forge_gemv_w16", column_grid(N, rows), Dim3{256}, 0, ptr(a), ptr(w),
                        bias_ptr, ptr(out), rows, M, N, K, sb, sm, sk, spec.alpha, flags, code);

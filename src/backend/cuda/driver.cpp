@@ -43,6 +43,7 @@ Loaded load() {
     d.mem_alloc = lib.get<cuMemAlloc_t>("cuMemAlloc_v2");
     d.mem_free = lib.get<cuMemFree_t>("cuMemFree_v2");
     d.launch_kernel = lib.get<cuLaunchKernel_t>("cuLaunchKernel");
+    d.launch_kernel_ex = reinterpret_cast<cuLaunchKernelEx_t>(lib.find("cuLaunchKernelEx"));
     d.mem_get_info = lib.get<cuMemGetInfo_t>("cuMemGetInfo_v2");
     d.memcpy_htod_async = lib.get<cuMemcpyHtoDAsync_t>("cuMemcpyHtoDAsync_v2");
     d.memcpy_dtoh_async = lib.get<cuMemcpyDtoHAsync_t>("cuMemcpyDtoHAsync_v2");

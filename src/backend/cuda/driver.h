@@ -30,6 +30,7 @@ struct Driver {
   cuMemAlloc_t mem_alloc = nullptr;
   cuMemFree_t mem_free = nullptr;
   cuLaunchKernel_t launch_kernel = nullptr;
+  cuLaunchKernelEx_t launch_kernel_ex = nullptr;  // null in drivers older than CUDA 11.8
   cuMemGetInfo_t mem_get_info = nullptr;
   cuMemcpyHtoDAsync_t memcpy_htod_async = nullptr;
   cuMemcpyDtoHAsync_t memcpy_dtoh_async = nullptr;

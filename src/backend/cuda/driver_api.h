@@ -91,4 +91,29 @@ using cuLaunchKernel_t = CUresult (*)(CUfunction, unsigned grid_x, unsigned grid
                                       unsigned block_x, unsigned block_y, unsigned block_z,
                                       unsigned shared_bytes, CUstream, void** params, void** extra);
 
+// cuLaunchKernelEx (CUDA 11.8+) and its configuration, laid out as cuda.h's CUlaunchConfig
+// and CUlaunchAttribute (an id, padding to 8 bytes, a 64-byte value union). forge sets one
+// attribute: programmatic stream serialization, which lets the kernel start while the one
+// before it on the stream finishes (it waits with griddepcontrol.wait before reading what
+// that one wrote).
+inline constexpr int CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+struct CUlaunchAttribute {
+  int id = 0;
+  char pad[4] = {};
+  union {
+    char bytes[64];
+    int programmatic_stream_serialization_allowed;
+  } value = {};
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "cuda.h's CUlaunchAttribute is 72 bytes");
+struct CUlaunchConfig {
+  unsigned grid_x = 1, grid_y = 1, grid_z = 1, block_x = 1, block_y = 1, block_z = 1;
+  unsigned shared_bytes = 0;
+  CUstream stream = nullptr;
+  CUlaunchAttribute* attrs = nullptr;
+  unsigned num_attrs = 0;
+};
+using cuLaunchKernelEx_t = CUresult (*)(const CUlaunchConfig*, CUfunction, void** params,
+                                        void** extra);
+
 }  // namespace forge::cuda

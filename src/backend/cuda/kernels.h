@@ -42,16 +42,17 @@ class Kernels {
   /// exactly the type the kernel declares (pointers as CUdeviceptr, i64 as int64_t).
   template <class... Args>
   void launch(const char* name, Dim3 grid, Dim3 block, size_t shared_bytes, const Args&... args) {
-    static_assert(
-        ((std::is_trivially_copyable_v<Args> && (sizeof(Args) == 4 || sizeof(Args) == 8)) && ...),
-        "kernel arguments are 4- or 8-byte values");
-    void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
-    const CUfunction fn = function(name);
-    Profiler& p = context_.profiler();
-    p.begin(name);
-    cuda::launch(context_, fn, grid, block, shared_bytes, params);
-    p.end();
-    launches_.fetch_add(1, std::memory_order_relaxed);
+    launch_as(false, name, grid, block, shared_bytes, args...);
+  }
+
+  /// launch() of a kernel that may start before the one queued before it ends (it calls
+  /// forge_wait_for_previous before touching anything that kernel writes); an ordinary
+  /// launch where the device or driver lacks that, and while profiling (each kernel between
+  /// its own pair of events).
+  template <class... Args>
+  void launch_early(const char* name, Dim3 grid, Dim3 block, size_t shared_bytes,
+                    const Args&... args) {
+    launch_as(true, name, grid, block, shared_bytes, args...);
   }
 
   /// Launches so far.
@@ -60,6 +61,21 @@ class Kernels {
   const Context& context() const { return context_; }
 
  private:
+  template <class... Args>
+  void launch_as(bool early, const char* name, Dim3 grid, Dim3 block, size_t shared_bytes,
+                 const Args&... args) {
+    static_assert(
+        ((std::is_trivially_copyable_v<Args> && (sizeof(Args) == 4 || sizeof(Args) == 8)) && ...),
+        "kernel arguments are 4- or 8-byte values");
+    void* params[] = {const_cast<void*>(static_cast<const void*>(&args))...};
+    const CUfunction fn = function(name);
+    Profiler& p = context_.profiler();
+    p.begin(name);
+    cuda::launch(context_, fn, grid, block, shared_bytes, params, early && !p.on());
+    p.end();
+    launches_.fetch_add(1, std::memory_order_relaxed);
+  }
+
   const Context& context_;
   std::unique_ptr<Module> module_;
   std::mutex mutex_;

@@ -31,6 +31,8 @@ extern "C" __global__ void __launch_bounds__(256)
   __shared__ float part_s[FORGE_ATTN_WARPS][FORGE_ATTN_MAX_HD];
   __shared__ u32 ticket_s;
   if (hd > FORGE_ATTN_MAX_HD || (hd & 3) != 0 || blockDim.x != 256) return;  // host-refused
+  forge_let_next_start();
+  forge_wait_for_previous();  // for an early launch (the host launches it normally)
   const i64 j = blockIdx.x, t = blockIdx.y, bh = blockIdx.z;
   const i64 chunks = gridDim.x;
   const i64 b = bh / nh, h = bh % nh, C = nh * hd;

@@ -34,6 +34,33 @@ static __device__ __forceinline__ float forge_neg_inf() { return __int_as_float(
        i += (i64)gridDim.x * blockDim.x)
 
 // ---------------------------------------------------------------------------------------
+// Early launch (programmatic dependent launch, sm_90 and newer; Kernels::launch_early)
+//
+// A kernel launched early may start while the kernel queued before it still runs. Before
+// forge_wait_for_previous() it may only prefetch into L2 (forge_prefetch_l2: L2 is where
+// every write lands, so a line fetched early is never stale); after it, everything the
+// kernels before it wrote is visible. forge_let_next_start() lets the kernel queued after
+// this one be scheduled (it then waits in its own forge_wait_for_previous). All three are
+// no-ops on older GPUs, and the wait returns at once after an ordinary launch.
+// ---------------------------------------------------------------------------------------
+
+static __device__ __forceinline__ void forge_wait_for_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+static __device__ __forceinline__ void forge_let_next_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+static __device__ __forceinline__ void forge_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// ---------------------------------------------------------------------------------------
 // Warp and block reductions
 //
 // The block helpers work for any blockDim.x that is a multiple of 32, up to 1024 (forge
@@ -97,6 +124,27 @@ static __device__ __forceinline__ void forge_ln_row_stats(const float* xr, i64 C
   }
   const float var = forge_block_sum(q) / (float)C;
   rstd = 1.0f / sqrtf(var + eps);
+}
+
+// The M rows of x [M, K] into dst [M, K] (shared memory), or with gamma their layernorm
+// (x - mean) * rstd * gamma + beta, as forge_layernorm computes it; then a barrier. The
+// few-row products' staging (gemv.cu, weights.cu). Every thread of the block calls it.
+static __device__ __forceinline__ void forge_stage_rows(const float* x, i64 M, i64 K,
+                                                        const float* gamma, const float* beta,
+                                                        float eps, float* dst) {
+  for (i64 m = 0; m < M; ++m) {
+    const float* xr = x + m * K;
+    float* sr = dst + m * K;
+    if (gamma != nullptr) {
+      float mean, rstd;
+      forge_ln_row_stats(xr, K, eps, mean, rstd);
+      for (i64 k = threadIdx.x; k < K; k += blockDim.x)
+        sr[k] = (xr[k] - mean) * rstd * gamma[k] + beta[k];
+    } else {
+      for (i64 k = threadIdx.x; k < K; k += blockDim.x) sr[k] = xr[k];
+    }
+  }
+  __syncthreads();
 }
 
 // Max of the block's values; fmaxf ignores a NaN operand, -inf is the identity.

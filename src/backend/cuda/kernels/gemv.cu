@@ -52,21 +52,12 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
       reinterpret_cast<float(*)[FORGE_GEMV_MAX_M][FORGE_GEMV_COLS]>(forge_gemv_smem);
   // Refused by the host: too many rows, another block size, a layernorm without staging.
   if (M > FORGE_GEMV_MAX_M || blockDim.x != 256 || (gamma != nullptr && !staged)) return;
+  // For an early launch (the host launches it normally now: docs/PERFORMANCE.md, session 27).
+  forge_let_next_start();
+  forge_wait_for_previous();
   const float* xs = x;
   if (staged) {
-    for (i64 m = 0; m < M; ++m) {
-      const float* xr = x + m * K;
-      float* sr = forge_gemv_smem + m * K;
-      if (gamma != nullptr) {
-        float mean, rstd;
-        forge_ln_row_stats(xr, K, eps, mean, rstd);
-        for (i64 c = threadIdx.x; c < K; c += blockDim.x)
-          sr[c] = (xr[c] - mean) * rstd * gamma[c] + beta[c];
-      } else {
-        for (i64 c = threadIdx.x; c < K; c += blockDim.x) sr[c] = xr[c];
-      }
-    }
-    __syncthreads();
+    forge_stage_rows(x, M, K, gamma, beta, eps, forge_gemv_smem);
     xs = forge_gemv_smem;
   }
   const int quad = threadIdx.x & 1, g = threadIdx.x >> 1;
@@ -138,6 +129,7 @@ extern "C" __global__ void forge_gemv_nt(const float* x, const float* w, const f
                                          float* out, i64 M, i64 K, i64 N, float alpha, int gelu,
                                          int accumulate) {
   if (M > FORGE_GEMV_MAX_M) return;  // refused by the host
+  forge_wait_for_previous();
   const int lane = threadIdx.x & 31;
   const i64 col = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5);
   if (col >= N) return;  // uniform over the warp

@@ -5,6 +5,8 @@
 //   forge_widen16           f16/bf16 [n] -> f32, exactly (then cuBLASLt multiplies in f32)
 //   forge_embedding_w       rows of such a table, widened / dequantized to f32
 //   forge_gemv_w16          out = epilogue(a @ w^T) for a few rows, w [N, K] f16/bf16
+//   forge_gemv_w16x         the same for contiguous rows, K % 8 == 0: 16-byte weight reads,
+//                           and the fused layernorm and residual of decode's seams
 //   forge_quantize_rows_q8  op(a)'s rows rounded to int8 blocks (d = max|x| / 127)
 //   forge_matmul_q          out = epilogue(sum over blocks (dw * da) * integer dot)
 // Block scales and weight blocks start at even bytes (row bytes and offsets are whole
@@ -49,9 +51,8 @@ extern "C" __global__ void forge_widen16(const unsigned short* w, float* out, i6
 
 // ids: [n] u32; table: [V, C] of `dtype` (row_bytes each); out: [n, C] f32. One block of 256
 // per id; an id >= V leaves its row unwritten (as forge_embedding).
-extern "C" __global__ void forge_embedding_w(const u32* ids, const unsigned char* table,
-                                             float* out, i64 n, i64 V, i64 C, i64 row_bytes,
-                                             int dtype) {
+extern "C" __global__ void forge_embedding_w(const u32* ids, const unsigned char* table, float* out,
+                                             i64 n, i64 V, i64 C, i64 row_bytes, int dtype) {
   const i64 i = blockIdx.x;
   if (i >= n) return;
   const i64 id = ids[i];
@@ -107,6 +108,84 @@ extern "C" __global__ void forge_gemv_w16(const float* a, const unsigned short* 
     for (int r = 0; r < 4; ++r) {
       const float s = forge_warp_sum(acc[r]);
       if (lane == 0 && r < nr) forge_w_epilogue(s, bias, out + (r0 + r) * N + n, n, alpha, flags);
+    }
+  }
+}
+
+// Decode's 16-bit products (the fast path of forge_gemv_w16): x [M, K] contiguous rows,
+// M <= 8; w [N, K] f16/bf16, 16-byte aligned, K % 8 == 0. Block 256 = 8 warps, one output
+// column per warp, grid ceil(N / 8); the rows of x' are staged in dynamic shared memory
+// (M * K floats; with gamma, each row's layernorm, as forge_gemv_nn's fused one), then lane l
+// reads 8 weights (16 bytes) at k = 8 (l + 32 i), four such reads in flight, and a butterfly
+// sums the lanes. Epilogue, res and accumulate as forge_gemv_nn's.
+extern "C" __global__ void __launch_bounds__(256)
+    forge_gemv_w16x(const float* x, const unsigned short* w, const float* bias, float* out, i64 M,
+                    i64 K, i64 N, float alpha, int gelu, int accumulate, const float* res,
+                    const float* gamma, const float* beta, float eps, int bf16) {
+  extern __shared__ float forge_w16_xs[];                                 // [M][K]
+  if (M > FORGE_GEMV_MAX_M || blockDim.x != 256 || (K & 7) != 0) return;  // refused by the host
+  {  // launched early: the block's 8 weight rows go to L2 (128-byte lines) meanwhile
+    const i64 n0 = blockIdx.x * 8, rows = N - n0 < 8 ? N - n0 : 8;
+    const i64 lines = (K * 2 + 127) / 128;
+    for (i64 i = threadIdx.x; i < rows * lines; i += blockDim.x)
+      forge_prefetch_l2(reinterpret_cast<const char*>(w + (n0 + i / lines) * K) +
+                        128 * (i % lines));
+  }
+  forge_let_next_start();
+  forge_wait_for_previous();
+  forge_stage_rows(x, M, K, gamma, beta, eps, forge_w16_xs);
+  const int lane = threadIdx.x & 31;
+  const i64 n = blockIdx.x * 8 + (threadIdx.x >> 5);
+  if (n >= N) return;  // a whole warp, after the block's last barrier
+  const uint4* wr = reinterpret_cast<const uint4*>(w + n * K);
+  const i64 K8 = K >> 3;
+  float acc[FORGE_GEMV_MAX_M];
+#pragma unroll
+  for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) acc[m] = 0.0f;
+  for (i64 i0 = lane; i0 < K8; i0 += 4 * 32) {
+    uint4 q[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const i64 i = i0 + 32 * u;
+      if (i < K8) q[u] = wr[i];
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const i64 i = i0 + 32 * u;
+      if (i >= K8) break;
+      const u32 words[4] = {q[u].x, q[u].y, q[u].z, q[u].w};
+      float wv[8];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {  // little-endian: element 2e is the low half of word e
+        wv[2 * e] = forge_widen((unsigned short)(words[e] & 0xffffu), bf16);
+        wv[2 * e + 1] = forge_widen((unsigned short)(words[e] >> 16), bf16);
+      }
+#pragma unroll
+      for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
+        if (m < M) {
+          const float4* xm = reinterpret_cast<const float4*>(forge_w16_xs + m * K + 8 * i);
+          const float4 a0 = xm[0], a1 = xm[1];
+          acc[m] += a0.x * wv[0];
+          acc[m] += a0.y * wv[1];
+          acc[m] += a0.z * wv[2];
+          acc[m] += a0.w * wv[3];
+          acc[m] += a1.x * wv[4];
+          acc[m] += a1.y * wv[5];
+          acc[m] += a1.z * wv[6];
+          acc[m] += a1.w * wv[7];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) {
+    if (m < M) {
+      const float s = forge_warp_sum(acc[m]);
+      if (lane == 0) {
+        float* o_at = out + m * N + n;
+        const float* r_at = res != nullptr ? res + m * N + n : nullptr;
+        *o_at = forge_gemv_epilogue(s, alpha, bias, n, gelu, r_at, accumulate, o_at);
+      }
     }
   }
 }
