@@ -116,6 +116,7 @@ void add_matmul_add_layernorm_matmul(Cases& cs);
 void add_matmul_flags(Cases& cs);
 void add_softmax(Cases& cs);
 void add_argmax_rows(Cases& cs);
+void add_attention_bwd(Cases& cs);
 void add_layernorm(Cases& cs);
 void add_embedding(Cases& cs);
 void add_heads(Cases& cs);

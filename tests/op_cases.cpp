@@ -76,6 +76,7 @@ std::vector<OpCase> build() {
   add_embedding(cs);
   add_heads(cs);
   add_attention(cs);
+  add_attention_bwd(cs);
   add_training(cs);
   add_weight_dtypes(cs);
   return std::move(cs.list);

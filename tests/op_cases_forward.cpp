@@ -395,6 +395,47 @@ void add_attention(Cases& cs) {
   }
 }
 
+// attention_bwd: dqkv from qkv, attention's output and dy, against float64. Shapes: one
+// position, B = 2, a CUDA kernel's 64-query tiles (hd 64: T = 64, 70 and 130, the last tile
+// partial) and shapes it leaves to the composition (hd 8, 16).
+void add_attention_bwd(Cases& cs) {
+  struct BwdCase {
+    int64_t B, T, H, D;
+  };
+  for (const BwdCase& a : std::vector<BwdCase>{{1, 1, 1, 8},
+                                               {2, 5, 2, 8},
+                                               {1, 9, 4, 16},
+                                               {1, 80, 2, 16},
+                                               {1, 64, 1, 64},
+                                               {2, 70, 2, 64},
+                                               {1, 130, 1, 64}}) {
+    const int64_t B = a.B, T = a.T, H = a.H, D = a.D, C = H * D;
+    const std::string shape = "B=" + std::to_string(B) + ",T=" + std::to_string(T) +
+                              ",H=" + std::to_string(H) + ",D=" + std::to_string(D);
+    cs.add(
+        "attention_bwd", "", shape,
+        [B, T, H, D, C](CaseRng& r) {
+          const HostTensor qkv = F(r, {B, T, 3 * C});
+          // out is attention's output for qkv (the kernels read its rows' sums with dy).
+          const Vec y = ref::attention(W(qkv), B, T, H, D, {}, {}, 0, 0).y;
+          HostTensor out;
+          out.shape = {B, T, C};
+          out.f32.assign(y.begin(), y.end());
+          return Inputs{qkv, out, F(r, {B, T, C})};
+        },
+        [H](const std::vector<Tensor>& t) {
+          return Outputs{host(attention_bwd(t[0], t[1], t[2], H))};
+        },
+        [B, T, H, D](const Inputs& x) {
+          Vec mag;
+          Expected e;
+          e.value = ref::attention_bwd(W(x[0]), W(x[2]), B, T, H, D, &mag);
+          for (double m : mag) e.tol.push_back(reduction_tol(kBwdTol, m));
+          return Exp{e};
+        });
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Training: sum_rows, scatter_add_rows, gather_nll, ce_bwd, dropout, sumsq, adamw
 // ---------------------------------------------------------------------------------------

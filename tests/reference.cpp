@@ -312,6 +312,56 @@ Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D, 
   return r;
 }
 
+Vec attention_bwd(const Vec& qkv, const Vec& dy, int64_t B, int64_t T, int64_t H, int64_t D,
+                  Vec* abs_sum) {
+  const int64_t C = H * D;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  Vec dqkv(idx(B * T * 3 * C), 0.0), mag(dqkv.size(), 0.0);
+  auto at = [&](int64_t b, int64_t t, int part, int64_t h, int64_t d) {
+    return idx((b * T + t) * 3 * C + part * C + h * D + d);
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      Vec P(idx(T * T), 0.0), dP(idx(T * T), 0.0), dS(idx(T * T), 0.0);  // [t, s], s <= t
+      auto dyv = [&](int64_t t, int64_t d) { return dy[idx((b * T + t) * C + h * D + d)]; };
+      for (int64_t t = 0; t < T; ++t) {
+        double mx = -INFINITY, sum = 0.0, dot_pdp = 0.0;
+        for (int64_t s = 0; s <= t; ++s) {
+          double dot = 0.0, dpv = 0.0;
+          for (int64_t d = 0; d < D; ++d) {
+            dot += qkv[at(b, t, 0, h, d)] * qkv[at(b, s, 1, h, d)];
+            dpv += dyv(t, d) * qkv[at(b, s, 2, h, d)];
+          }
+          P[idx(t * T + s)] = dot * scale;
+          dP[idx(t * T + s)] = dpv;
+          mx = std::max(mx, dot * scale);
+        }
+        for (int64_t s = 0; s <= t; ++s)
+          sum += (P[idx(t * T + s)] = std::exp(P[idx(t * T + s)] - mx));
+        for (int64_t s = 0; s <= t; ++s) {
+          P[idx(t * T + s)] /= sum;
+          dot_pdp += P[idx(t * T + s)] * dP[idx(t * T + s)];
+        }
+        for (int64_t s = 0; s <= t; ++s)
+          dS[idx(t * T + s)] = P[idx(t * T + s)] * (dP[idx(t * T + s)] - dot_pdp);
+      }
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t s = 0; s <= t; ++s)
+          for (int64_t d = 0; d < D; ++d) {
+            const double p = P[idx(t * T + s)], ds = dS[idx(t * T + s)] * scale;
+            const double q = qkv[at(b, t, 0, h, d)], k = qkv[at(b, s, 1, h, d)];
+            dqkv[at(b, t, 0, h, d)] += ds * k;  // dq_t += dS_ts k_s
+            mag[at(b, t, 0, h, d)] += std::fabs(ds * k);
+            dqkv[at(b, s, 1, h, d)] += ds * q;  // dk_s += dS_ts q_t
+            mag[at(b, s, 1, h, d)] += std::fabs(ds * q);
+            dqkv[at(b, s, 2, h, d)] += p * dyv(t, d);  // dv_s += P_ts dy_t
+            mag[at(b, s, 2, h, d)] += std::fabs(p * dyv(t, d));
+          }
+    }
+  if (abs_sum) *abs_sum = std::move(mag);
+  return dqkv;
+}
+
 Vec sum_rows(const Vec& x, int64_t cols, Vec* abs_sum) {
   Vec out(idx(cols), 0.0);
   if (abs_sum) abs_sum->assign(idx(cols), 0.0);

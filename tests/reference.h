@@ -91,6 +91,13 @@ struct Attention {
 Attention attention(const Vec& qkv, int64_t B, int64_t T, int64_t H, int64_t D, const Vec& k_cache,
                     const Vec& v_cache, int64_t cap, int64_t pos);
 
+/// The gradient of attention without caches (ops.h attention_bwd): dqkv [B, T, 3*H*D] from
+/// qkv and dy [B, T, H*D], through P = softmax(q k^T / sqrt(D), causal):
+///   dv = P^T dy, dS = P * (dy v^T - rowsum(P * (dy v^T))), dq = dS k / sqrt(D),
+///   dk = dS^T q / sqrt(D). abs_sum: per element, the sum of |terms| of its reduction.
+Vec attention_bwd(const Vec& qkv, const Vec& dy, int64_t B, int64_t T, int64_t H, int64_t D,
+                  Vec* abs_sum = nullptr);
+
 /// Column sums of x [rows, cols]; abs_sum gets the column sums of |x|.
 Vec sum_rows(const Vec& x, int64_t cols, Vec* abs_sum = nullptr);
 /// zeros([num_rows, cols]); out[ids[i], :] += src[i, :]. abs_sum: the same with |src|.

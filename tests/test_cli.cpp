@@ -135,7 +135,7 @@ TEST(Cli, BenchOpTimesEveryOpOfTheTableOnEveryDevice) {
       EXPECT_GT(j.at("ms").get<double>(), 0.0);
       EXPECT_GT(j.at("gbps").get<double>(), 0.0);
       const bool computes = op.name == "attention" || op.name == "attention_at" ||
-                            op.name == "layernorm_matmul" ||
+                            op.name == "attention_bwd" || op.name == "layernorm_matmul" ||
                             op.name == "matmul_add_layernorm_matmul";
       EXPECT_EQ(j.at("gflops").is_null(), !computes);
     }

@@ -189,9 +189,9 @@ Var reshape(const Var& x, const Shape& shape);
 // Fused functions: the fused ops of ops.h (and attention) made differentiable. Each records
 // as one op under ops.h's name (Tape::recorded_ops), so that a model written once fuses its
 // training forward the way its inference does; the forward keeps what the backward needs
-// (the layernorm's output, the GELU's input, the attention probabilities) by running the
-// parts, whose rules are the backward. Dropout (p > 0, `seed` as ag::dropout's) sits where
-// HF's GPT-2 has it.
+// (the layernorm's output, the GELU's input, the attention probabilities with dropout) by
+// running the parts, whose rules are the backward. Dropout (p > 0, `seed` as ag::dropout's) sits
+// where HF's GPT-2 has it.
 // ----------------------------------------------------------------------------------------
 
 /// matmul(layernorm(x, gamma, beta, eps), w, spec, bias); spec.gelu applies GELU after.
@@ -211,7 +211,9 @@ Var matmul_add(const Var& x, const Var& a, const Var& w, const Var& bias, float 
                uint64_t seed = 0);
 
 /// Causal self-attention of qkv [B, T, 3C] with n_head heads, as ops.h's attention without
-/// caches: merge_heads(dropout(softmax(q k^T / sqrt(hd)), p, seed) v) -> [B, T, C].
+/// caches: merge_heads(dropout(softmax(q k^T / sqrt(hd)), p, seed) v) -> [B, T, C]. With
+/// p = 0 it is ops.h's attention, whose backward is attention_bwd: no [T, T] probabilities
+/// are kept for the backward. With p > 0 the parts run (and keep them) for the mask.
 Var attention(const Var& qkv, int64_t n_head, float p = 0.0f, uint64_t seed = 0);
 
 /// The mean cross-entropy of the LM head, cross_entropy(matmul(h, head, {.trans_b = true}),

@@ -176,6 +176,15 @@ Tensor gelu_bwd(const Tensor& x, const Tensor& dy);
 /// causal mask needs no flag here).
 Tensor softmax_bwd(const Tensor& y, const Tensor& dy);
 
+/// The gradient of attention(qkv, n_head) without caches: dqkv [B, T, 3C] (qkv's shape) from
+/// dy [B, T, C], for training. `out` must be that attention's output (a fused kernel takes
+/// the rows' sums D_t = dy_t . out_t from it); the composition on backends without one
+/// recomputes the probabilities with the parts (split_heads, matmul, softmax) and runs their
+/// backward rules, no [T, T] matrix kept between forward and backward either way.
+/// Errors: qkv as attention's (Shape/Range), out or dy not F32 [B, T, C] (DType/Shape), tensors
+/// on different devices (Device).
+Tensor attention_bwd(const Tensor& qkv, const Tensor& out, const Tensor& dy, int64_t n_head);
+
 struct LayerNormGrads {
   Tensor dx;      // x's shape
   Tensor dgamma;  // [C]

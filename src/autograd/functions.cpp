@@ -283,17 +283,16 @@ Var embedding(const Tensor& ids, const Var& table) {
   const char* op = "ag::embedding";
   auto tape = tape_of(op, {{"table", &table}});
   const int64_t V = val(table).rank() == 2 ? val(table).dim(0) : 0;
-  return emit(op, tape, {Access::node(table)}, forge::embedding(ids, val(table)),
-              [ids, V](BackwardCtx& c) {
-                Tensor* buf = c.grad_buffer(0);
-                if (buf && sparse_pays(ids.numel(), V)) {
-                  const Tensor& dy = c.dy();  // ids.shape + [C]
-                  add_rows_into(*buf, ids.to_vector<uint32_t>(),
-                                dy.reshape({ids.numel(), dy.dim(-1)}));
-                  return;
-                }
-                c.give(0, scatter_add_rows(ids, c.dy(), V));
-              });
+  return emit(
+      op, tape, {Access::node(table)}, forge::embedding(ids, val(table)), [ids, V](BackwardCtx& c) {
+        Tensor* buf = c.grad_buffer(0);
+        if (buf && sparse_pays(ids.numel(), V)) {
+          const Tensor& dy = c.dy();  // ids.shape + [C]
+          add_rows_into(*buf, ids.to_vector<uint32_t>(), dy.reshape({ids.numel(), dy.dim(-1)}));
+          return;
+        }
+        c.give(0, scatter_add_rows(ids, c.dy(), V));
+      });
 }
 
 namespace {
@@ -402,6 +401,21 @@ Var merge_heads(const Var& x, int64_t n_head) {
   return emit(op, tape, {Access::node(x)}, forge::merge_heads(val(x), n_head),
               [n_head](BackwardCtx& c) { c.give(0, unmerge_heads(c.dy(), n_head)); });
 }
+
+namespace detail {
+
+Var attention_no_dropout(const Var& qkv, int64_t n_head) {
+  const char* op = "ag::attention";
+  auto tape = tape_of(op, {{"qkv", &qkv}});
+  const Tensor in = val(qkv);
+  Tensor y = forge::attention(in, n_head);  // [B, T, C]
+  const Tensor out = y;
+  return emit(op, tape, {Access::node(qkv)}, std::move(y), [in, out, n_head](BackwardCtx& c) {
+    c.give(0, attention_bwd(in, out, c.dy(), n_head));
+  });
+}
+
+}  // namespace detail
 
 // ---- loss --------------------------------------------------------------------------------
 

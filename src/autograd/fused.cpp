@@ -51,6 +51,9 @@ Var attention(const Var& qkv, int64_t n_head, float p, uint64_t seed) {
     detail::fail(ErrorKind::Shape, "ag::attention",
                  "qkv must be [B, T, 3C] with C a multiple of n_head = " + std::to_string(n_head) +
                      ", got " + s.str());
+  // Without dropout: the fused kernel forward, attention_bwd backward. With it, the chain
+  // below, whose dropout mask is the probabilities' (keyed by their [B*H, T, T] index).
+  if (p == 0.0f) return detail::attention_no_dropout(qkv, n_head);
   const int64_t hd = s[2] / (3 * n_head);
   const auto [q, k, v] = split_qkv(qkv, n_head);  // [B*H, T, hd]
   MatmulSpec qk;

@@ -107,6 +107,10 @@ class FusedScope {
 /// error messages.
 void accumulate(const char* op, Node& node, Tensor g);
 
+/// Causal self-attention of qkv [B, T, 3C] without dropout as one record: ops.h's attention
+/// forward (no [T, T] matrix kept), attention_bwd its backward (functions.cpp).
+Var attention_no_dropout(const Var& qkv, int64_t n_head);
+
 /// Reaches the private handles of the public classes.
 struct Access {
   static const std::shared_ptr<Node>& node(const Var& v) { return v.node_; }

@@ -117,6 +117,14 @@ OpRun make_run(const std::string& op, int64_t R, Device d) {
     // Causal: half the T x T scores, q k^T and p v each 2 hd flops per score.
     r = {s.str() + " causal", in.bytes(R * kC), 2.0 * 2 * kHeads * kHd * R * (R + 1) / 2.0,
          [=] { (void)attention(qkv, kHeads); }};
+  } else if (op == "attention_bwd") {
+    const Shape s{1, R, 3 * kC};
+    const Tensor qkv = in.f(s);
+    const Tensor y = attention(qkv, kHeads), dy = in.f({1, R, kC});
+    // Five products over half the T x T scores, 2 hd flops each: q k^T (recomputed), dy v^T,
+    // P^T dy, dS k and dS^T q.
+    r = {s.str() + " causal", in.bytes(4 * R * kC), 5.0 * 2 * kHeads * kHd * R * (R + 1) / 2.0,
+         [=] { (void)attention_bwd(qkv, y, dy, kHeads); }};
   } else if (op == "attention_at") {
     // One decode step at position R over a cache of R + 1 rows.
     const Tensor qkv = in.f({1, 1, 3 * kC});

@@ -1,5 +1,6 @@
-// Fused causal self-attention (inference, optionally over a KV cache). Validation and
-// dispatch only; the kernels are each backend's (src/backend/cpu/attention.cpp on the CPU).
+// Fused causal self-attention (inference, optionally over a KV cache) and its gradient for
+// training. Validation and dispatch only; the kernels are each backend's
+// (src/backend/cpu/attention.cpp on the CPU; attention_bwd composes where a backend has none).
 #include <string>
 
 #include "forge/ops.h"
@@ -86,6 +87,27 @@ Tensor attention_at(const Tensor& qkv, int64_t n_head, Tensor k_cache, Tensor v_
     run(be, op, Op::attention_at, {&qkv, &pos}, {&k_cache, &v_cache, &out}, at);
   }
   return out;
+}
+
+Tensor attention_bwd(const Tensor& qkv, const Tensor& out, const Tensor& dy, int64_t n_head) {
+  const char* op = "attention_bwd";
+  const QkvDims d = check_qkv(op, qkv, n_head);
+  check_f32(op, "out", out);
+  check_f32(op, "dy", dy);
+  const Shape y_shape = Shape::checked({d.B, d.T, d.C}, op);
+  if (out.shape() != y_shape)
+    fail(ErrorKind::Shape, op,
+         "out must be attention's output " + y_shape.str() + " for qkv " + qkv.shape().str() +
+             ", got " + out.shape().str());
+  check_same_shape(op, "out", out, "dy", dy);
+  Backend& be = same_device(op, {&qkv, &out, &dy});
+  Tensor dqkv = Tensor::empty(qkv.shape(), DType::F32, qkv.device());
+  if (dqkv.numel() > 0) {
+    OpAttrs at;
+    at.n_head = n_head;
+    run(be, op, Op::attention_bwd, {&qkv, &out, &dy}, {&dqkv}, at);
+  }
+  return dqkv;
 }
 
 }  // namespace forge

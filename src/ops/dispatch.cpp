@@ -49,6 +49,7 @@ void compose(Backend& be, const OpCall& c) {
     case Op::layernorm_matmul: return compose_layernorm_matmul(be, c);
     case Op::matmul_add_layernorm_matmul: return compose_matmul_add_layernorm_matmul(be, c);
     case Op::softmax_xent: return compose_softmax_xent(be, c);
+    case Op::attention_bwd: return compose_attention_bwd(be, c);
     default: break;
   }
   throw Error(ErrorKind::Backend, op_info(c.op).name + ": a fused op without a composition");

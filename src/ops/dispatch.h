@@ -20,5 +20,6 @@ void run(Backend& be, const OpCall& call);
 void compose_layernorm_matmul(Backend& be, const OpCall& call);
 void compose_matmul_add_layernorm_matmul(Backend& be, const OpCall& call);
 void compose_softmax_xent(Backend& be, const OpCall& call);
+void compose_attention_bwd(Backend& be, const OpCall& call);
 
 }  // namespace forge::ops_detail

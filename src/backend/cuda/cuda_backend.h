@@ -6,6 +6,7 @@
 //   cuda_ops.cpp       the other kernels: grid, arguments, scratch memory
 //   cuda_weights.cpp   matmul and embedding with f16, bf16, q8_0 and q4_0 weights
 //   cuda_fused.cpp     layernorm_matmul and matmul_add_layernorm_matmul for decode rows
+//   cuda_attention.cpp fused attention: the forward's kernels, training's backward
 //   kernels/*.cu       the kernels themselves (kernels.h compiles and launches them)
 // All work is queued on the context's one stream; reads wait for it.
 #pragma once
@@ -115,6 +116,8 @@ class CudaBackend final : public Backend {
   void matmul_add_layernorm_matmul(const OpCall& c);
   void run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cache, Tensor* v_cache,
                      int64_t pos, const Tensor* pos_tensor, Tensor& out);
+  bool takes_attention_bwd(const OpCall& c) const;
+  void attention_bwd(const OpCall& c);
   void allow_shared_memory(const char* kernel, int64_t bytes, int& limit, const std::string& what);
 
   int ordinal_;
@@ -139,6 +142,8 @@ class CudaBackend final : public Backend {
   int attention_smem_limit_ = 0;  // bytes of dynamic shared memory forge_attention may use now
   int attention_tiled_smem_limit_ = 48 << 10;    // the same for forge_attention_tiled
   int attention_tiled64_smem_limit_ = 48 << 10;  // and forge_attention_tiled64
+  int attention_bwd_dq_smem_limit_ = 48 << 10;   // forge_attention_bwd_dq
+  int attention_bwd_dkv_smem_limit_ = 48 << 10;  // forge_attention_bwd_dkv
   int attention_smem_optin_ = 0;                 // the most the device allows a block
   // forge_attention_split's ticket counters (zeroed once, left zero by every launch): one
   // per query and head of a launch, so it takes at most kTicketCounters of them.

@@ -3,7 +3,8 @@
 // layernorm_matmul as one launch (the block normalizes the rows into shared memory, then
 // multiplies), matmul_add_layernorm_matmul as two (the residual added in the first product's
 // epilogue, no copy of x first; then the fused layernorm product). Other shapes, and q8_0 /
-// q4_0 weights, decline: the ops layer runs the composition (src/ops/compose.cpp).
+// q4_0 weights, decline: the ops layer runs the composition (src/ops/compose.cpp). Training's
+// attention_bwd registers here too (its kernels: cuda_attention.cpp).
 #include "backend/cuda/cuda_backend.h"
 
 namespace forge::cuda {
@@ -40,6 +41,11 @@ void CudaBackend::register_fused_kernels() {
           return static_cast<const CudaBackend&>(b).takes_matmul_add_layernorm_matmul(c);
         });
   }
+  add_kernel(
+      Op::attention_bwd, [](Backend& b, C c) { cu(b).attention_bwd(c); },
+      [](const Backend& b, C c) {
+        return static_cast<const CudaBackend&>(b).takes_attention_bwd(c);
+      });
 }
 
 void CudaBackend::fused_product(const GemmShape& s, DType w, const Gemv& g) {

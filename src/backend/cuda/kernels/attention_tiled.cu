@@ -55,6 +55,64 @@ static __device__ __forceinline__ void forge_fa_load_tile(float* tile, i64 ld, c
   }
 }
 
+// The products of the head-dimension-64 kernels (attention_tiled64.cu, attention_tiled_bwd.cu)
+// on 64-row shared tiles, thread (ty, tx) = (threadIdx.x / 16, threadIdx.x % 16) of 256.
+// forge_fa_dot64: acc[i][j] = sum_d a[ty + 16 i][d] * b[tx + 16 j][d] (both row stride
+// FORGE_FA64_LD = 68: the 8 rows a quarter-warp reads at one column fall in 8 different
+// 16-byte bank groups), 4 float4s of each per 4 steps for 64 FMAs.
+#define FORGE_FA64_LD 68
+static __device__ __forceinline__ void forge_fa_dot64(float (&acc)[4][4], const float* a,
+                                                      const float* b, int ty, int tx) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+#pragma unroll 2
+  for (int d = 0; d < 64; d += 4) {
+    float4 av[4], bv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      av[i] = *reinterpret_cast<const float4*>(a + (ty + 16 * i) * FORGE_FA64_LD + d);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      bv[j] = *reinterpret_cast<const float4*>(b + (tx + 16 * j) * FORGE_FA64_LD + d);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        acc[i][j] += av[i].x * bv[j].x;
+        acc[i][j] += av[i].y * bv[j].y;
+        acc[i][j] += av[i].z * bv[j].z;
+        acc[i][j] += av[i].w * bv[j].w;
+      }
+  }
+}
+
+// acc[i][k] += sum_c p[ty + 16 i][c] * v[c][4 tx + k] over 64 values of c (p row stride 68, v
+// row stride ldv, a multiple of 4): 4 float4s of p and 4 of v per 4 steps for 64 FMAs.
+static __device__ __forceinline__ void forge_fa_acc64(float (&acc)[4][4], const float* p,
+                                                      const float* v, int ldv, int ty, int tx) {
+#pragma unroll 2
+  for (int c = 0; c < 64; c += 4) {
+    float4 pv[4], vv[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      pv[i] = *reinterpret_cast<const float4*>(p + (ty + 16 * i) * FORGE_FA64_LD + c);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      vv[u] = *reinterpret_cast<const float4*>(v + (c + u) * ldv + 4 * tx);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float p4[4] = {pv[i].x, pv[i].y, pv[i].z, pv[i].w};
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        acc[i][0] += p4[u] * vv[u].x;
+        acc[i][1] += p4[u] * vv[u].y;
+        acc[i][2] += p4[u] * vv[u].z;
+        acc[i][3] += p4[u] * vv[u].w;
+      }
+    }
+  }
+}
+
 // The online softmax step of a 64 x 64 tile of scores: thread (ty, tx) holds rows ty + 16 i,
 // keys tx + 16 j (sc[i][j]). Masks the causal future (key s > pos + t) and rows past T,
 // updates each row's running max m and sum l, writes p = exp(score - m) to the P tile

@@ -11,8 +11,6 @@
 // 68,608 bytes (the host raises the 48 KiB default). qkv and the caches 16-byte aligned with
 // rows a multiple of 4 floats (the host checks).
 
-#define FORGE_FA64_LD 68
-
 extern "C" __global__ void __launch_bounds__(256, 2)
     forge_attention_tiled64(const float* qkv, const float* k_cache, const float* v_cache,
                             float* out, i64 B, i64 T, i64 nh, i64 hd, i64 cap, i64 pos,
@@ -54,27 +52,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 
     // Scores of rows ty + 16 i against keys tx + 16 j.
     float sc[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
-#pragma unroll 2
-    for (int d = 0; d < 64; d += 4) {
-      float4 qv[4], kv4[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        qv[i] = *reinterpret_cast<const float4*>(q_s + (ty + 16 * i) * FORGE_FA64_LD + d);
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        kv4[j] = *reinterpret_cast<const float4*>(k_s + (tx + 16 * j) * FORGE_FA64_LD + d);
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          sc[i][j] += qv[i].x * kv4[j].x;
-          sc[i][j] += qv[i].y * kv4[j].y;
-          sc[i][j] += qv[i].z * kv4[j].z;
-          sc[i][j] += qv[i].w * kv4[j].w;
-        }
-    }
+    forge_fa_dot64(sc, q_s, k_s, ty, tx);
 
     // Causal mask, then the running max and sum of each row (attention_tiled.cu).
     float corr[4];
@@ -86,27 +64,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     __syncthreads();
 
     // O += P V: rows ty + 16 i, dimensions 4 tx .. 4 tx + 3, keys 4 at a time.
-#pragma unroll 2
-    for (int c = 0; c < FORGE_FA_ROWS; c += 4) {
-      float4 pv[4], vv[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        pv[i] = *reinterpret_cast<const float4*>(p_s + (ty + 16 * i) * FORGE_FA64_LD + c);
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        vv[u] = *reinterpret_cast<const float4*>(v_s + (c + u) * 64 + 4 * tx);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float p4[4] = {pv[i].x, pv[i].y, pv[i].z, pv[i].w};
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          o[i][0] += p4[u] * vv[u].x;
-          o[i][1] += p4[u] * vv[u].y;
-          o[i][2] += p4[u] * vv[u].z;
-          o[i][3] += p4[u] * vv[u].w;
-        }
-      }
-    }
+    forge_fa_acc64(o, p_s, v_s, 64, ty, tx);
   }
 
 #pragma unroll

@@ -425,6 +425,46 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
   }
 }
 
+// Training's attention gradient at head dimension 64 takes the two tiled kernels (no [T, T]
+// matrix), matches the CPU's composition of the unfused chain's rules, and gives the same bits
+// when run again (no atomics). T = 200: three full 64-row tiles and a partial one.
+TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const forge::Device dev("cuda", 0), cpu("cpu", 0);
+  const int64_t B = 2, T = 200, H = 3, C = H * 64;
+  auto fill = [](int64_t n, float f, float shift) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(f * static_cast<float>(i)) + shift;
+    return v;
+  };
+  const forge::Tensor qkv_c =
+      forge::Tensor::from_vector(fill(B * T * 3 * C, 0.23f, 0.0f), {B, T, 3 * C}, cpu);
+  const forge::Tensor dy_c =
+      forge::Tensor::from_vector(fill(B * T * C, 0.071f, -0.1f), {B, T, C}, cpu);
+  const forge::Tensor y_c = forge::attention(qkv_c, H);
+  const forge::Tensor want = forge::attention_bwd(qkv_c, y_c, dy_c, H).to(cpu);
+  const forge::Tensor qkv = qkv_c.to(dev), dy = dy_c.to(dev);
+  const forge::Tensor y = forge::attention(qkv, H);
+  setenv("FORGE_CUDA_TILED_ATTENTION_BWD", "1", 1);  // opt-in until measured on a GPU
+  forge::set_profiling(dev, true);
+  const forge::Tensor got = forge::attention_bwd(qkv, y, dy, H);
+  const auto launches = launches_by_kernel(dev);
+  forge::set_profiling(dev, false);
+  EXPECT_EQ(launches, (std::map<std::string, uint64_t>{{"forge_attention_bwd_dkv", 1},
+                                                       {"forge_attention_bwd_dq", 1}}));
+  const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+  ASSERT_EQ(g.size(), w.size());
+  double worst = 0.0, largest = 0.0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    worst = std::max(worst, std::abs(double(g[i]) - w[i]));
+    largest = std::max(largest, std::abs(double(w[i])));
+  }
+  EXPECT_GT(largest, 0.1);  // a real gradient, not zeros on both sides
+  EXPECT_LT(worst, 1e-4 * (1.0 + largest)) << "largest " << largest;
+  EXPECT_EQ(forge::attention_bwd(qkv, y, dy, H).to_vector<float>(), g);
+  unsetenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+}
+
 }  // namespace
 
 namespace {

@@ -1,0 +1,166 @@
+// Fused attention on CUDA: the forward's kernel choice (decode's split keys, the 64-query
+// tiles of prefill and training, one block per query otherwise) and training's backward
+// (kernels/attention_tiled_bwd.cu at head dimension 64, opt-in for now; other shapes decline, and
+// the ops layer composes attention_bwd from its parts). Inputs were validated by the ops layer.
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.h"
+#include "forge/error.h"
+
+namespace forge::cuda {
+namespace {
+constexpr Dim3 kBlock{256};
+}  // namespace
+
+// ---- forward ----------------------------------------------------------------------------
+
+void CudaBackend::attention(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                            int64_t pos, Tensor& out) {
+  const bool caches = k_cache.defined();
+  run_attention(qkv, n_head, caches ? &k_cache : nullptr, caches ? &v_cache : nullptr, pos, nullptr,
+                out);
+}
+
+void CudaBackend::attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cache, Tensor& v_cache,
+                               const Tensor& pos, Tensor& out) {
+  run_attention(qkv, n_head, &k_cache, &v_cache, 0, &pos, out);
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory: beyond the 48 KiB default it asks for
+// the device's opt-in maximum once (`limit` remembers what the kernel has now).
+void CudaBackend::allow_shared_memory(const char* kernel, int64_t bytes, int& limit,
+                                      const std::string& what) {
+  if (bytes > attention_smem_optin_)
+    throw Error(ErrorKind::Unsupported, "attention on cuda: " + what + " need " +
+                                            std::to_string(bytes >> 10) +
+                                            " KiB of shared memory per block; the GPU has " +
+                                            std::to_string(attention_smem_optin_ >> 10) + " KiB");
+  if (bytes <= limit) return;
+  ctx_->make_current();
+  check(driver().func_set_attribute(kernels_->function(kernel),
+                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    attention_smem_optin_),
+        "cuFuncSetAttribute");
+  limit = attention_smem_optin_;
+}
+
+void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cache, Tensor* v_cache,
+                                int64_t pos, const Tensor* pos_tensor, Tensor& out) {
+  constexpr int64_t kMaxHeadDim = 128;  // forge_attention's FORGE_ATTN_MAX_HD
+  constexpr int64_t kWarps = 8;         // FORGE_ATTN_WARPS (256 threads)
+  constexpr int64_t kTileRows = 64;     // forge_attention_tiled's FORGE_FA_ROWS
+  constexpr int64_t kSplitKeys = 64;    // forge_attention_split's FORGE_SPLIT_KEYS
+  constexpr int64_t kSplitMaxQueries = 8;
+  const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
+  const int64_t hd = qkv.dim(-1) / 3 / n_head;
+  if (hd > kMaxHeadDim)
+    throw Error(ErrorKind::Unsupported, "attention on cuda: head dimension " + std::to_string(hd) +
+                                            " (at most " + std::to_string(kMaxHeadDim) + ")");
+  if (B * n_head > 65535 || T > INT_MAX)
+    throw Error(ErrorKind::Unsupported, "attention on cuda: " + std::to_string(B * n_head) +
+                                            " heads in a batch (at most 65535)");
+  const int64_t cap = k_cache ? k_cache->dim(1) : T;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const CUdeviceptr pos_ptr = pos_tensor ? ptr(*pos_tensor) : 0;
+  const CUdeviceptr kc = k_cache ? ptr(*k_cache) : 0;
+  const CUdeviceptr vc = v_cache ? ptr(*v_cache) : 0;
+  // A decode step's few queries over a cache: the keys split over blocks of 64
+  // (attention_split.cu), which also store the new keys and values.
+  const int64_t C = n_head * hd;
+  const bool split = k_cache && T <= kSplitMaxQueries && hd % 4 == 0 &&
+                     T * B * n_head <= kTicketCounters && (ptr(qkv) & 15) == 0 && (kc & 15) == 0 &&
+                     (vc & 15) == 0 && C % 4 == 0;
+  if (split) {
+    const int64_t chunks = (cap + kSplitKeys - 1) / kSplitKeys;
+    Scratch partials(*this,
+                     static_cast<size_t>(T * B * n_head * chunks * (hd + 2)) * sizeof(float));
+    kernels_->launch("forge_attention_split",
+                     Dim3{static_cast<unsigned>(chunks), static_cast<unsigned>(T),
+                          static_cast<unsigned>(B * n_head)},
+                     Dim3{256}, 0, ptr(qkv), kc, vc, ptr(out), B, T, n_head, hd, cap, pos, pos_ptr,
+                     scale, partials.get(), ticket_counters_);
+    return;
+  }
+  // A whole tile of queries or more: the tiled kernel (attention_tiled.cu), whose shared
+  // memory holds 64-row tiles of Q, K, V and P; else one block per query (attention.cu),
+  // whose shared memory holds the query, the warps' partial outputs and all its scores.
+  // Head dimension 64 (GPT-2's) with aligned rows: its float4 variant (attention_tiled64.cu).
+  const bool tiled = T >= kTileRows && hd % 16 == 0;
+  const bool tiled64 = tiled && hd == 64 && (ptr(qkv) & 15) == 0 && (ptr(out) & 15) == 0 &&
+                       (kc & 15) == 0 && (vc & 15) == 0;
+  const char* kernel =
+      tiled64 ? "forge_attention_tiled64" : (tiled ? "forge_attention_tiled" : "forge_attention");
+  int64_t smem = 0;
+  if (tiled64) {
+    smem = (3 * 68 + 64) * kTileRows * static_cast<int64_t>(sizeof(float));
+    allow_shared_memory(kernel, smem, attention_tiled64_smem_limit_,
+                        "tiles of " + std::to_string(kTileRows) + " rows of head dimension 64");
+  } else if (tiled) {
+    smem = (3 * (hd + 1) + 65) * kTileRows * static_cast<int64_t>(sizeof(float));
+    allow_shared_memory(
+        kernel, smem, attention_tiled_smem_limit_,
+        "tiles of " + std::to_string(kTileRows) + " rows of head dimension " + std::to_string(hd));
+  } else {
+    smem = (cap + (1 + kWarps) * kMaxHeadDim) * static_cast<int64_t>(sizeof(float));
+    allow_shared_memory(kernel, smem, attention_smem_limit_,
+                        std::to_string(cap) + " key positions");
+  }
+  if (k_cache)
+    kernels_->launch("forge_kv_store", grid_for(B * n_head * T * hd), kBlock, 0, ptr(qkv), kc, vc,
+                     B, T, n_head, hd, cap, pos, pos_ptr);
+  const auto grid_x = static_cast<unsigned>(tiled ? (T + kTileRows - 1) / kTileRows : T);
+  kernels_->launch(kernel, Dim3{grid_x, static_cast<unsigned>(B * n_head)},
+                   Dim3{static_cast<unsigned>(32 * kWarps)}, static_cast<size_t>(smem), ptr(qkv),
+                   kc, vc, ptr(out), B, T, n_head, hd, cap, pos, pos_ptr, scale);
+}
+
+// ---- backward ---------------------------------------------------------------------------
+
+namespace {
+constexpr int64_t kBwdTileRows = 64;                   // FORGE_FA_ROWS
+constexpr int64_t kBwdTileFloats = kBwdTileRows * 68;  // a [64][FORGE_FA64_LD] tile
+constexpr int64_t kBwdDqSmem = 5 * kBwdTileFloats * sizeof(float);
+constexpr int64_t kBwdDkvSmem = (6 * kBwdTileFloats + 2 * kBwdTileRows) * sizeof(float);
+}  // namespace
+
+// inputs: qkv [B, T, 3C], out, dy [B, T, C]; output dqkv [B, T, 3C]. The tiled kernels take
+// head dimension 64 with 16-byte aligned rows and their shared memory within the device's.
+// Not yet run on a GPU: opt-in (FORGE_CUDA_TILED_ATTENTION_BWD=1) until the GPU tests and the
+// training benchmark have measured it; otherwise the composition runs.
+bool CudaBackend::takes_attention_bwd(const OpCall& c) const {
+  const char* opt_in = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+  if (!opt_in || std::strcmp(opt_in, "1") != 0) return false;
+  const Tensor& qkv = c.in(0);
+  const int64_t n_head = c.attrs.n_head;
+  const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
+  if (qkv.dim(-1) != 3 * 64 * n_head || B * n_head > 65535 || T > INT_MAX) return false;
+  if (kBwdDkvSmem > attention_smem_optin_) return false;
+  for (const Tensor* t : {&qkv, &c.in(1), &c.in(2), static_cast<const Tensor*>(&c.out(0))})
+    if ((address(*t) & 15) != 0) return false;
+  return true;
+}
+
+void CudaBackend::attention_bwd(const OpCall& c) {
+  const Tensor &qkv = c.in(0), &out = c.in(1), &dy = c.in(2);
+  Tensor& dqkv = c.out(0);
+  const int64_t n_head = c.attrs.n_head;
+  const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
+  const float scale = 1.0f / std::sqrt(64.0f);
+  allow_shared_memory("forge_attention_bwd_dq", kBwdDqSmem, attention_bwd_dq_smem_limit_,
+                      "the gradient's tiles");
+  allow_shared_memory("forge_attention_bwd_dkv", kBwdDkvSmem, attention_bwd_dkv_smem_limit_,
+                      "the gradient's tiles");
+  // Each row's lse and D_t = dy_t . out_t, from the first kernel to the second.
+  Scratch stats(*this, static_cast<size_t>(2 * B * n_head * T) * sizeof(float));
+  const Dim3 grid{static_cast<unsigned>((T + kBwdTileRows - 1) / kBwdTileRows),
+                  static_cast<unsigned>(B * n_head)};
+  kernels_->launch("forge_attention_bwd_dq", grid, Dim3{256}, static_cast<size_t>(kBwdDqSmem),
+                   ptr(qkv), ptr(out), ptr(dy), ptr(dqkv), stats.get(), B, T, n_head, scale);
+  kernels_->launch("forge_attention_bwd_dkv", grid, Dim3{256}, static_cast<size_t>(kBwdDkvSmem),
+                   ptr(qkv), ptr(dy), ptr(dqkv), stats.get(), B, T, n_head, scale);
+}
+
+}  // namespace forge::cuda
