@@ -231,12 +231,13 @@ TEST(Gemm, VocabWidth) {
       check_all_levels(flags_case(s[0], s[1], n, f), 5000 + idx++);
 }
 
-// Every row count of the small-m streaming path (m <= gemm::kSmallM), and the first ones past
+// Every row count of the small-m streaming path (m <= gemm::kStreamM, in groups of kSmallM
+// rows), and the first ones past
 // it, with depths that leave tails in the k loops and widths that leave partial vectors.
 TEST(Gemm, EverySmallRowCount) {
   Restore restore;
   int idx = 0;
-  for (int64_t m = 1; m <= gemm::kSmallM + 2; ++m)
+  for (int64_t m = 1; m <= gemm::kStreamM + 2; ++m)
     for (const auto& kn : {std::pair<int64_t, int64_t>{33, 45}, {301, 70}, {7, 1500}})
       for (int f : {0, 1 | 4, 2 | 8, 1 | 2 | 4 | 8, 2 | 16 | 32 | 64})
         check_all_levels(flags_case(m, kn.first, kn.second, f), 7000 + idx++);

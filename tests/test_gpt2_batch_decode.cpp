@@ -4,6 +4,7 @@
 // it was.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "device_test_util.h"
@@ -20,6 +21,51 @@ using gpt2_tests::u32;
 TEST(Gpt2BatchDecode, SequencesAtTheirOwnPositionsMatchDecodingAlone) {
   const gpt2::Model m = gpt2::Model::random(odd_config(), 8);
   check_batch_decode(m, m, 1e-5);
+}
+
+// The server's promise (forge serve, continuous batching): on the CPU a sequence decoded in
+// a batch of any size 1-8 gets exactly the bits it gets decoded alone, whatever its
+// neighbours are and wherever they stand. A model wide enough (C = 128, V = 1000) that the
+// GEMM takes its packed, threaded paths rather than a small-matrix shortcut.
+TEST(Gpt2BatchDecode, OnTheCpuABatchOfOneToEightGivesTheBitsOfDecodingAlone) {
+  gpt2::Config c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_embd = 128;
+  c.n_ctx = 64;
+  c.vocab_size = 1000;
+  c.bos_id = c.eos_id = 0;
+  const gpt2::Model m = gpt2::Model::random(c, 21);
+  const int steps = 5;
+  std::vector<std::vector<uint32_t>> prompts;
+  std::vector<std::vector<std::vector<float>>> alone;
+  for (uint32_t s = 0; s < 8; ++s) {
+    prompts.push_back(test_ids(2 + 3 * s, c.vocab_size, 40 + s));  // positions 2 .. 23
+    alone.push_back(decode_alone(m, prompts.back(), steps));
+  }
+  for (int64_t B = 1; B <= 8; ++B) {
+    gpt2::KVCache cache(m, B);
+    std::vector<uint32_t> next(static_cast<size_t>(B));
+    std::vector<int64_t> rows;
+    for (int64_t b = 0; b < B; ++b) {  // sequence b in row B - 1 - b: rows need not be in order
+      const auto& p = prompts[static_cast<size_t>(b)];
+      (void)m.prefill(Tensor::from_vector(p, {1, static_cast<int64_t>(p.size())}), cache,
+                      B - 1 - b);
+      next[static_cast<size_t>(b)] = argmax_of(alone[static_cast<size_t>(b)][0]);
+      rows.push_back(B - 1 - b);
+    }
+    for (int k = 1; k <= steps; ++k) {
+      const std::vector<float> all = m.decode(next, rows, cache).to_vector<float>();
+      for (int64_t b = 0; b < B; ++b) {
+        const std::vector<float>& want = alone[static_cast<size_t>(b)][static_cast<size_t>(k)];
+        const std::vector<float> got(all.begin() + b * c.vocab_size,
+                                     all.begin() + (b + 1) * c.vocab_size);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << "batch " << B << ", sequence " << b << ", step " << k;
+        next[static_cast<size_t>(b)] = argmax_of(want);
+      }
+    }
+  }
 }
 
 TEST(Gpt2BatchDecode, BadStepsAreErrorsThatLeaveTheCacheAsItWas) {

@@ -214,6 +214,54 @@ TEST(Sampling, RepetitionPenaltyIsHFs) {
   EXPECT_NEAR(d[2].second, std::exp(-6.0) / z, 1e-9);
 }
 
+// OpenAI's penalties: logit -= count * frequency + presence, over the generated ids only.
+TEST(Sampling, FrequencyAndPresencePenaltiesAreOpenAIs) {
+  std::vector<float> l = {2.0f, -1.0f, 0.5f, 3.0f};
+  forge::apply_frequency_penalties(l, Ids{3, 1, 3, 3}, 0.5f, 0.25f);
+  EXPECT_EQ(l, (std::vector<float>{2.0f, -1.75f, 0.5f, 1.25f}));  // 1: -0.5 - 0.25; 3: -1.5 - 0.25
+  // In the sampler: the prompt (context) is not penalized, the generated ids are.
+  SamplingParams sp;
+  sp.greedy = true;
+  sp.frequency_penalty = 1.0f;
+  Sampler s(sp);
+  const std::vector<float> g = {2.0f, 1.5f};
+  EXPECT_EQ(s.sample(g, Ids{0, 0, 0}), 0u);       // only a prompt: no penalty
+  EXPECT_EQ(s.sample(g, Ids{0, 0}, Ids{0}), 1u);  // 2 - 1 < 1.5
+  sp.frequency_penalty = 0.0f;
+  sp.presence_penalty = -2.0f;  // negative: encourages repeats
+  Sampler t(sp);
+  EXPECT_EQ(t.sample(g, Ids{1}, Ids{1}), 1u);
+  EXPECT_TRUE(sp.has_penalty());
+  for (float bad : {2.5f, -2.01f, std::numeric_limits<float>::quiet_NaN()}) {
+    SamplingParams b;
+    b.frequency_penalty = bad;
+    EXPECT_THROW(Sampler{b}, Error);
+    b.frequency_penalty = 0;
+    b.presence_penalty = bad;
+    EXPECT_THROW(Sampler{b}, Error);
+  }
+}
+
+// Log-probabilities against a float64 log-softmax, and the top ones in order.
+TEST(Sampling, TokenLogprobsAreTheModelsLogSoftmax) {
+  const std::vector<float> l = random_logits(3000, 11, 3.0f);
+  double mx = -1e300, z = 0;
+  for (float x : l) mx = std::max(mx, static_cast<double>(x));
+  for (float x : l) z += std::exp(static_cast<double>(x) - mx);
+  const auto r = forge::token_logprobs(l, 17, 5);
+  EXPECT_EQ(r.id, 17u);
+  EXPECT_NEAR(r.logprob, static_cast<double>(l[17]) - mx - std::log(z), 1e-9);
+  ASSERT_EQ(r.top.size(), 5u);
+  EXPECT_EQ(r.top[0].first, forge::argmax(l));
+  for (size_t i = 1; i < 5; ++i) EXPECT_GE(r.top[i - 1].second, r.top[i].second);
+  for (const auto& [id, lp] : r.top)
+    EXPECT_NEAR(lp, static_cast<double>(l[id]) - mx - std::log(z), 1e-9);
+  EXPECT_TRUE(forge::token_logprobs(l, 0, 0).top.empty());
+  EXPECT_THROW(forge::token_logprobs(l, 3000, 1), Error);
+  EXPECT_THROW(forge::token_logprobs(l, 0, -1), Error);
+  EXPECT_THROW(forge::token_logprobs(std::vector<float>{}, 0, 1), Error);
+}
+
 TEST(Sampling, UniformIsMt19937_64sStandardOutput) {
   // The C++ standard fixes mt19937_64's output: the first value for the default seed 5489
   // is 14514284786278117030, the 10000th is 9981545732273789042.

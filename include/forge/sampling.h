@@ -3,7 +3,9 @@
 //
 // The order is the one users of HF transformers / llama.cpp expect:
 //   1. repetition penalty (HF): for each distinct id in the context, a logit > 0 is divided
-//      by R, any other logit multiplied by R;
+//      by R, any other logit multiplied by R; then OpenAI's frequency and presence
+//      penalties over the generated ids only: logit -= count * frequency + presence for
+//      each id generated count > 0 times;
 //   2. temperature: logits / T (T = 0, or `greedy`, means argmax: steps 3-5 are skipped);
 //   3. top-k: keep the k largest logits (k = 0: all);
 //   4. top-p: over the softmax of what is left, sorted by probability, keep the smallest
@@ -24,23 +26,47 @@
 namespace forge {
 
 struct SamplingParams {
-  bool greedy = false;          // argmax, ignores the other settings but the penalty
-  float temperature = 1.0f;     // >= 0; 0 = greedy
-  int64_t top_k = 0;            // >= 0; 0 = no limit
-  float top_p = 1.0f;           // in (0, 1]; 1 = no limit
-  float repeat_penalty = 1.0f;  // > 0; 1 = none
-  uint64_t seed = 0;            // the RNG seed of a Sampler
+  bool greedy = false;             // argmax, ignores the other settings but the penalty
+  float temperature = 1.0f;        // >= 0; 0 = greedy
+  int64_t top_k = 0;               // >= 0; 0 = no limit
+  float top_p = 1.0f;              // in (0, 1]; 1 = no limit
+  float repeat_penalty = 1.0f;     // > 0; 1 = none
+  float frequency_penalty = 0.0f;  // in [-2, 2] (OpenAI's range); 0 = none
+  float presence_penalty = 0.0f;   // in [-2, 2]; 0 = none
+  uint64_t seed = 0;               // the RNG seed of a Sampler
 
   /// Error(Range) "sampling: ..." naming the first invalid field (NaN included).
   void validate() const;
   /// True when no randomness is involved (greedy or temperature 0).
   bool is_greedy() const { return greedy || temperature == 0.0f; }
+  /// True when a penalty changes the logits (so a device-side argmax of the raw logits is
+  /// not the sampler's pick).
+  bool has_penalty() const {
+    return repeat_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f;
+  }
 };
 
 /// HF's repetition penalty applied in place to `logits` over the distinct ids of `context`.
 /// Error(Range) if penalty <= 0 or an id >= logits.size().
 void apply_repetition_penalty(std::span<float> logits, std::span<const uint32_t> context,
                               float penalty);
+
+/// OpenAI's frequency and presence penalties applied in place to `logits` over `generated`
+/// (each distinct id once: logit -= count * frequency + presence). Error(Range) if either is
+/// outside [-2, 2] or an id >= logits.size().
+void apply_frequency_penalties(std::span<float> logits, std::span<const uint32_t> generated,
+                               float frequency, float presence);
+
+/// The log-probability of `id` under softmax(logits) (the model's own distribution, before
+/// any sampling setting), and the `top` most likely ids with theirs (by decreasing
+/// probability, then increasing id). Error(Range) for empty logits, id >= logits.size() or
+/// top < 0.
+struct TokenLogprobs {
+  uint32_t id = 0;
+  double logprob = 0.0;
+  std::vector<std::pair<uint32_t, double>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, uint32_t id, int top);
 
 /// Index of the largest logit (the smallest such index on ties; NaN never wins unless every
 /// logit is NaN). Error(Range) for empty logits.
@@ -62,8 +88,10 @@ class Sampler {
   explicit Sampler(const SamplingParams& params);
 
   /// Picks the next id from `logits` ([V]) given the ids seen so far (prompt + generated,
-  /// for the repetition penalty). Error(Range) for empty logits or context ids >= V.
-  uint32_t sample(std::span<const float> logits, std::span<const uint32_t> context);
+  /// for the repetition penalty) and the generated ones alone (for the frequency and
+  /// presence penalties). Error(Range) for empty logits or ids >= V.
+  uint32_t sample(std::span<const float> logits, std::span<const uint32_t> context,
+                  std::span<const uint32_t> generated = {});
 
   /// A uniform double in [0, 1) from the sampler's generator (53 random bits).
   double uniform();

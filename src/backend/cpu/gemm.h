@@ -6,7 +6,7 @@
 // while packing (no materialized transpose); alpha and the bias are applied when a tile is
 // stored, and so are the optional GELU and accumulation (the epilogue: the driver applies
 // them to each tile right after its last depth block, while it is in cache). Products with
-// few rows (m <= kSmallM) skip packing and stream B at memory bandwidth.
+// few rows (m <= kStreamM) skip packing and stream B at memory bandwidth.
 //
 // One kernel set exists per instruction set (gemm_portable.cpp, gemm_avx2.cpp,
 // gemm_avx512.cpp); the driver (gemm_driver.cpp) does the blocking and the threading and is
@@ -57,6 +57,12 @@ struct Problem {
 /// Zen 5: faster than packing up to 4 rows; at 8 rows packing wins for b [K, N] (the
 /// accumulator traffic of the streaming kernel grows with m) and ties for b [N, K].
 inline constexpr int kSmallM = 4;
+/// Rows of op(A) up to which the driver takes the streaming path, in groups of at most
+/// kSmallM rows. Each row's sums then run in the same order whatever the row count, so a
+/// decode step of up to 8 sequences gives each one the bits it gets alone (forge serve's
+/// continuous batching promises that on the CPU). For b [N, K] (every decode weight) this
+/// costs nothing: at 8 rows streaming ties with packing.
+inline constexpr int kStreamM = 2 * kSmallM;
 
 /// The kernels of one instruction set. All pointers are valid for the ranges described.
 struct Kernels {

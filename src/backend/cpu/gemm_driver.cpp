@@ -136,6 +136,43 @@ void rows_t_any(const Kernels& ks, const Problem& p, int m, const float* a, int6
   }
 }
 
+// The streaming product of m <= kSmallM rows a [m, K] (row stride lda) and one batch item's
+// f32 B at b (p.b16 for a 16-bit one) into C's rows at c, columns [j0, j1), with p's bias
+// and epilogue.
+void small_rows(const Kernels& ks, const Problem& p, int m, const float* a, int64_t lda,
+                const float* b, float* c, int64_t j0, int64_t j1) {
+  if (p.b_type != BType::f32) {  // [N, K], shared by the batch (gemm.h)
+    if (!p.accumulate) {
+      rows_t_any(ks, p, m, a, lda, p.b16, j0, j1, c, p.ldc, p.bias);
+      if (p.gelu) finish_rows(p, m, j1 - j0, c + j0, p.ldc, c + j0, p.ldc);
+      return;
+    }
+    const int64_t w = j1 - j0;
+    float* v = t_epi.get(static_cast<size_t>(m * w));
+    rows_t_any(ks, p, m, a, lda, p.b16 + j0 * p.ldb, 0, w, v, w, p.bias ? p.bias + j0 : nullptr);
+    finish_rows(p, m, w, v, w, c + j0, p.ldc);
+    return;
+  }
+  if (!p.accumulate) {
+    if (p.trans_b)
+      ks.rows_t(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
+    else
+      ks.rows_n(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
+    if (p.gelu) finish_rows(p, m, j1 - j0, c + j0, p.ldc, c + j0, p.ldc);
+    return;
+  }
+  // Accumulate: the slice's product goes to a scratch [m, w] first (the kernels store, they
+  // do not add); b and bias are shifted so that column j0 is the scratch's column 0.
+  const int64_t w = j1 - j0;
+  float* v = t_epi.get(static_cast<size_t>(m * w));
+  const float* bias = p.bias ? p.bias + j0 : nullptr;
+  if (p.trans_b)
+    ks.rows_t(m, p.K, a, lda, b + j0 * p.ldb, p.ldb, 0, w, v, w, p.alpha, bias);
+  else
+    ks.rows_n(m, p.K, a, lda, b + j0, p.ldb, 0, w, v, w, p.alpha, bias);
+  finish_rows(p, m, w, v, w, c + j0, p.ldc);
+}
+
 void run_small(const Kernels& ks, const Problem& p) {
   const int threads = pool_size();
   // Slices per batch item: enough tasks for every thread, each streaming a decent slice.
@@ -163,39 +200,10 @@ void run_small(const Kernels& ks, const Problem& p) {
       a = rows;
       lda = p.K;
     }
-    float* c = p.c + bi * p.stride_c;
-    const int m = static_cast<int>(p.M);
-    if (p.b_type != BType::f32) {  // [N, K], shared by the batch (gemm.h)
-      if (!p.accumulate) {
-        rows_t_any(ks, p, m, a, lda, p.b16, j0, j1, c, p.ldc, p.bias);
-        if (p.gelu) finish_rows(p, m, j1 - j0, c + j0, p.ldc, c + j0, p.ldc);
-        return;
-      }
-      const int64_t w = j1 - j0;
-      float* v = t_epi.get(static_cast<size_t>(m * w));
-      rows_t_any(ks, p, m, a, lda, p.b16 + j0 * p.ldb, 0, w, v, w, p.bias ? p.bias + j0 : nullptr);
-      finish_rows(p, m, w, v, w, c + j0, p.ldc);
-      return;
-    }
-    const float* b = p.b + bi * p.stride_b;
-    if (!p.accumulate) {
-      if (p.trans_b)
-        ks.rows_t(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
-      else
-        ks.rows_n(m, p.K, a, lda, b, p.ldb, j0, j1, c, p.ldc, p.alpha, p.bias);
-      if (p.gelu) finish_rows(p, m, j1 - j0, c + j0, p.ldc, c + j0, p.ldc);
-      return;
-    }
-    // Accumulate: the slice's product goes to a scratch [m, w] first (the kernels store, they
-    // do not add); b and bias are shifted so that column j0 is the scratch's column 0.
-    const int64_t w = j1 - j0;
-    float* v = t_epi.get(static_cast<size_t>(m * w));
-    const float* bias = p.bias ? p.bias + j0 : nullptr;
-    if (p.trans_b)
-      ks.rows_t(m, p.K, a, lda, b + j0 * p.ldb, p.ldb, 0, w, v, w, p.alpha, bias);
-    else
-      ks.rows_n(m, p.K, a, lda, b + j0, p.ldb, 0, w, v, w, p.alpha, bias);
-    finish_rows(p, m, w, v, w, c + j0, p.ldc);
+    const float* b = p.b_type == BType::f32 ? p.b + bi * p.stride_b : nullptr;
+    for (int64_t r0 = 0; r0 < p.M; r0 += kSmallM)  // in row groups the kernels take
+      small_rows(ks, p, static_cast<int>(std::min<int64_t>(kSmallM, p.M - r0)), a + r0 * lda, lda,
+                 b, p.c + bi * p.stride_c + r0 * p.ldc, j0, j1);
   };
   run_all(p.batch * slices, task, serial);
 }
@@ -344,7 +352,7 @@ void run(const Problem& in) {
     p.batch = 1;
   }
   const Kernels& ks = active_kernels();
-  if (p.M <= kSmallM) {
+  if (p.M <= kStreamM) {
     run_small(ks, p);
   } else if (p.gelu && p.accumulate) {
     // C += gelu(product): the packed path keeps partial sums in C until the last depth

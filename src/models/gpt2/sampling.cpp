@@ -132,6 +132,10 @@ void SamplingParams::validate() const {
   if (!(top_p > 0.0f && top_p <= 1.0f)) fail("top-p must be in (0, 1], got " + num(top_p));
   if (!(repeat_penalty > 0.0f) || !std::isfinite(repeat_penalty))
     fail("repeat-penalty must be a finite number > 0 (1: none), got " + num(repeat_penalty));
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    fail("frequency-penalty must be in [-2, 2], got " + num(frequency_penalty));
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    fail("presence-penalty must be in [-2, 2], got " + num(presence_penalty));
 }
 
 void apply_repetition_penalty(std::span<float> logits, std::span<const uint32_t> context,
@@ -148,6 +152,49 @@ void apply_repetition_penalty(std::span<float> logits, std::span<const uint32_t>
     float& l = logits[id];
     l = l > 0.0f ? l / penalty : l * penalty;
   }
+}
+
+void apply_frequency_penalties(std::span<float> logits, std::span<const uint32_t> generated,
+                               float frequency, float presence) {
+  if (!(frequency >= -2.0f && frequency <= 2.0f) || !(presence >= -2.0f && presence <= 2.0f))
+    fail("frequency and presence penalties must be in [-2, 2], got " + num(frequency) + " and " +
+         num(presence));
+  check_context(generated, logits.size());
+  if (frequency == 0.0f && presence == 0.0f) return;
+  std::vector<uint32_t> ids(generated.begin(), generated.end());
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i]) ++j;
+    logits[ids[i]] -= static_cast<float>(j - i) * frequency + presence;
+    i = j;
+  }
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, uint32_t id, int top) {
+  check_logits(logits);
+  if (id >= logits.size())
+    fail("id " + std::to_string(id) + " is outside the logits (size " +
+         std::to_string(logits.size()) + ")");
+  if (top < 0) fail("the number of top log-probabilities must be >= 0, got " + std::to_string(top));
+  // log softmax in double: l - max - log(sum exp(l - max)).
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float l : logits) mx = std::max(mx, static_cast<double>(sane(l)));
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(sane(l)) - mx);
+  const double log_z = mx + std::log(sum);
+  TokenLogprobs r;
+  r.id = id;
+  r.logprob = static_cast<double>(sane(logits[id])) - log_z;
+  const size_t n = std::min(static_cast<size_t>(top), logits.size());
+  if (n == 0) return r;
+  std::vector<Cand> cands(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) cands[i] = {sane(logits[i]), static_cast<uint32_t>(i)};
+  std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(n), cands.end(),
+                    before);
+  for (size_t i = 0; i < n; ++i)
+    r.top.emplace_back(cands[i].id, static_cast<double>(cands[i].logit) - log_z);
+  return r;
 }
 
 uint32_t argmax(std::span<const float> logits) {
@@ -191,13 +238,20 @@ double Sampler::uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
-uint32_t Sampler::sample(std::span<const float> logits, std::span<const uint32_t> context) {
+uint32_t Sampler::sample(std::span<const float> logits, std::span<const uint32_t> context,
+                         std::span<const uint32_t> generated) {
   check_logits(logits);
   check_context(context, logits.size());
+  check_context(generated, logits.size());
   std::span<const float> l = logits;
-  if (params_.repeat_penalty != 1.0f && !context.empty()) {
+  const bool repeat = params_.repeat_penalty != 1.0f && !context.empty();
+  const bool frequency =
+      (params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f) && !generated.empty();
+  if (repeat || frequency) {
     scratch_.assign(logits.begin(), logits.end());
     apply_repetition_penalty(scratch_, context, params_.repeat_penalty);
+    apply_frequency_penalties(scratch_, generated, params_.frequency_penalty,
+                              params_.presence_penalty);
     l = scratch_;
   }
   if (params_.is_greedy()) return argmax(l);
