@@ -10,6 +10,7 @@ PACKAGES=(
   libopenblas-dev                               # side-by-side sgemm figure in `forge bench`
   python3 python3-torch python3-numpy           # float64 reference checks in the test suite
   python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
+  libcpp-httplib-dev curl                       # forge serve's HTTP side; curl talks to it in tests
   clang-format
   clang libclang-rt-14-dev                      # fuzz/: libFuzzer harnesses (fuzz/run.sh)
 )

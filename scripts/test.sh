@@ -49,6 +49,10 @@ bash scripts/setup_llamacpp.sh
 step "setup: WebGPU for node (web/node_modules)"
 bash scripts/setup_web.sh
 
+# The official openai npm client: forge serve's tests talk to the server through it.
+step "setup: forge serve's clients (tests/serve/node_modules)"
+bash scripts/setup_npm.sh tests/serve
+
 # setup.sh has just installed python3-torch, so a test whose PyTorch reference is missing
 # must fail here, not skip (tests/pyref.h reads CI).
 export CI=true

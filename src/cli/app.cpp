@@ -28,6 +28,7 @@ void build_app(CLI::App& app, int& threads, Action& action) {
   register_train(app, action);
   register_plot(app, action);
   register_quantize(app, action);
+  register_serve(app, action);
   // Options a subcommand does not know (--threads) are tried on the main app, so global
   // options may follow the subcommand: `forge bench --op matmul ... --threads 2`.
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->fallthrough();

@@ -24,6 +24,7 @@ void register_eval(CLI::App& app, Action& action);
 void register_train(CLI::App& app, Action& action);  // cmd_train.cpp
 void register_plot(CLI::App& app, Action& action);   // cmd_plot.cpp: loss.svg from metrics
 void register_quantize(CLI::App& app, Action& action);  // cmd_quantize.cpp: GGUF files
+void register_serve(CLI::App& app, Action& action);     // cmd_serve.cpp: OpenAI-compatible HTTP
 
 /// Settings of `forge bench --preset`: a random-init GPT-2 of the preset's shapes.
 struct ModelBenchOptions {
