@@ -29,20 +29,15 @@ inline std::string slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
-/// Runs `<shell_prefix> env <env> forge <args>` through the shell, capturing stdout and
-/// stderr in temp files. `env` ("NAME=value ...") is set for forge only; `shell_prefix` runs
-/// in the same shell first (e.g. "ulimit -f 64;"). FORGE_NUM_THREADS is removed first, so
-/// that the caller's environment cannot change what a test sees; tests that want it pass it
-/// in `env`.
-inline CliResult run_forge(const std::string& args, const std::string& env = "",
-                           const std::string& shell_prefix = "") {
+/// Runs a shell command line (stdin from /dev/null); its exit code (128 + signal when
+/// killed), stdout and stderr.
+inline CliResult run_shell(const std::string& command) {
   static std::atomic<int> counter{0};
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir());
   const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
   const std::filesystem::path out = dir / ("forge_cli_out_" + tag);
   const std::filesystem::path err = dir / ("forge_cli_err_" + tag);
-  const std::string cmd = shell_prefix + " env -u FORGE_NUM_THREADS " + env + " " FORGE_BINARY " " +
-                          args + " > " + out.string() + " 2> " + err.string() + " < /dev/null";
+  const std::string cmd = command + " > " + out.string() + " 2> " + err.string() + " < /dev/null";
   const int status = std::system(cmd.c_str());
   CliResult r;
   if (status != -1 && WIFEXITED(status))
@@ -54,6 +49,16 @@ inline CliResult run_forge(const std::string& args, const std::string& env = "",
   std::filesystem::remove(out);
   std::filesystem::remove(err);
   return r;
+}
+
+/// Runs `<shell_prefix> env <env> forge <args>` through the shell, capturing stdout and
+/// stderr in temp files. `env` ("NAME=value ...") is set for forge only; `shell_prefix` runs
+/// in the same shell first (e.g. "ulimit -f 64;"). FORGE_NUM_THREADS is removed first, so
+/// that the caller's environment cannot change what a test sees; tests that want it pass it
+/// in `env`.
+inline CliResult run_forge(const std::string& args, const std::string& env = "",
+                           const std::string& shell_prefix = "") {
+  return run_shell(shell_prefix + " env -u FORGE_NUM_THREADS " + env + " " FORGE_BINARY " " + args);
 }
 
 /// Parses stdout as JSON, failing the test (not crashing it) when it is not; an empty

@@ -485,7 +485,7 @@ Server::Server(const ServerOptions& options) : impl_(std::make_unique<Impl>()) {
   s.http.set_payload_max_length(options.max_body_bytes);
   s.http.set_read_timeout(options.timeout_seconds, 0);
   s.http.set_write_timeout(options.timeout_seconds, 0);
-  s.http.set_keep_alive_timeout(5);
+  s.http.set_keep_alive_timeout(std::min(5, options.timeout_seconds));  // idle connections
   s.http.set_keep_alive_max_count(1000);
   s.routes();
 }
