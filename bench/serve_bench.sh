@@ -6,6 +6,9 @@
 #   bench/serve_bench.sh [MODEL] [SECONDS] [MAX_TOKENS] [THREADS]
 # MODEL: a model folder with tokenizer files; default: a random-init GPT-2 124M made here
 # (one training step of `forge train`, which writes the folder and GPT-2's tokenizer).
+# The peer, in the same run: llama.cpp (tools/llamacpp, scripts/setup_llamacpp.sh) decoding 1
+# and 4 sequences of the same model at once in one context (its server's slots), on the
+# model written as an f32 GGUF file, with THREADS and with 1 thread (its best here).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 forge="${FORGE_BUILD_DIR:-$repo/build}/forge"
@@ -35,4 +38,17 @@ for slots in 1 4; do
   kill -TERM "$pid"
   wait "$pid" || true
 done
-node -p "'aggregate tok/s, 4 slots / 1 slot: ' + (${tok_s[4]} / ${tok_s[1]}).toFixed(2) + 'x'"
+node -p "'forge serve, aggregate tok/s, 4 slots / 1 slot: ' + (${tok_s[4]} / ${tok_s[1]}).toFixed(2) + 'x'"
+if [[ -d "$repo/tools/llamacpp/node_modules" ]]; then
+  "$forge" quantize -m "$model" -o "$tmp/model.gguf" --type f32 > /dev/null
+  for t in "$threads" 1; do
+    declare -A peer
+    for s in 1 4; do
+      line="$(node "$repo/tools/llamacpp/run.mjs" parallel --model "$tmp/model.gguf" --sequences "$s" \
+        --prefill 8 --decode "$max_tokens" --threads "$t" 2> /dev/null)"
+      echo "llama.cpp, $t thread(s), $s sequence(s): $line"
+      peer[$s]="$(node -p "JSON.parse(process.argv[1]).median_tok_s" "$line")"
+    done
+    node -p "'llama.cpp ($t thread(s)), aggregate tok/s, 4 sequences / 1: ' + (${peer[4]} / ${peer[1]}).toFixed(2) + 'x'"
+  done
+fi

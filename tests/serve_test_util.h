@@ -55,8 +55,9 @@ inline const fs::path& model_dir() {
 /// A server of model_dir() on a free port, in this process; ready when made.
 class Served {
  public:
+  /// o.model: model_dir() unless set.
   explicit Served(serve::ServerOptions o = {}) {
-    o.model = model_dir().string();
+    if (o.model.empty()) o.model = model_dir().string();
     o.port = 0;
     server_ = std::make_unique<serve::Server>(o);
     server_->start();

@@ -25,8 +25,8 @@ TEST(Gpt2BatchDecode, SequencesAtTheirOwnPositionsMatchDecodingAlone) {
 
 // The server's promise (forge serve, continuous batching): on the CPU a sequence decoded in
 // a batch of any size 1-8 gets exactly the bits it gets decoded alone, whatever its
-// neighbours are and wherever they stand. A model wide enough (C = 128, V = 1000) that the
-// GEMM takes its packed, threaded paths rather than a small-matrix shortcut.
+// neighbours are and wherever they stand; a batch of 12 (the packed GEMM) within 1e-5. A model
+// wide enough (C = 128, V = 1000) that the GEMM takes its threaded paths.
 TEST(Gpt2BatchDecode, OnTheCpuABatchOfOneToEightGivesTheBitsOfDecodingAlone) {
   gpt2::Config c;
   c.n_layer = 2;
@@ -39,11 +39,12 @@ TEST(Gpt2BatchDecode, OnTheCpuABatchOfOneToEightGivesTheBitsOfDecodingAlone) {
   const int steps = 5;
   std::vector<std::vector<uint32_t>> prompts;
   std::vector<std::vector<std::vector<float>>> alone;
-  for (uint32_t s = 0; s < 8; ++s) {
-    prompts.push_back(test_ids(2 + 3 * s, c.vocab_size, 40 + s));  // positions 2 .. 23
+  for (uint32_t s = 0; s < 12; ++s) {
+    prompts.push_back(test_ids(2 + 3 * s, c.vocab_size, 40 + s));  // positions 2 .. 35
     alone.push_back(decode_alone(m, prompts.back(), steps));
   }
-  for (int64_t B = 1; B <= 8; ++B) {
+  // Past 8 rows the packed GEMM sums in another order: within 1e-5, not bit for bit.
+  for (int64_t B : {1, 2, 3, 4, 5, 6, 7, 8, 12}) {
     gpt2::KVCache cache(m, B);
     std::vector<uint32_t> next(static_cast<size_t>(B));
     std::vector<int64_t> rows;
@@ -60,8 +61,11 @@ TEST(Gpt2BatchDecode, OnTheCpuABatchOfOneToEightGivesTheBitsOfDecodingAlone) {
         const std::vector<float>& want = alone[static_cast<size_t>(b)][static_cast<size_t>(k)];
         const std::vector<float> got(all.begin() + b * c.vocab_size,
                                      all.begin() + (b + 1) * c.vocab_size);
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
-            << "batch " << B << ", sequence " << b << ", step " << k;
+        if (B <= 8)
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+              << "batch " << B << ", sequence " << b << ", step " << k;
+        else
+          expect_near(got, want, 1e-5, "batch 12, sequence " + std::to_string(b));
         next[static_cast<size_t>(b)] = argmax_of(want);
       }
     }

@@ -127,6 +127,26 @@ TEST(ServeHttp, StreamsAreTheWholeResponseAsEvents) {
   EXPECT_EQ(ce.back(), "[DONE]");
 }
 
+// A GGUF file (its tokenizer in its metadata) serves as the folder does: f32 weights, the
+// same greedy text.
+TEST(ServeHttp, AGgufFileServesTheSameTokensAsItsFolder) {
+  const fs::path gguf =
+      fs::path(::testing::TempDir()) / ("serve_model_" + std::to_string(::getpid()) + ".gguf");
+  gpt2::Model::load(model_dir().string())
+      .save_gguf(gguf.string(), Tokenizer::load(kGpt2TokenizerDir));
+  const std::string body = R"({"prompt": "The nation", "max_tokens": 12, "temperature": 0})";
+  Served folder;
+  const Reply want = curl("POST", folder.url("/v1/completions"), body);
+  serve::ServerOptions o;
+  o.model = gguf.string();
+  Served file(o);
+  const Reply got = curl("POST", file.url("/v1/completions"), body);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(got.j()["choices"][0]["text"], want.j()["choices"][0]["text"]);
+  EXPECT_EQ(curl("GET", file.url("/v1/models")).j()["data"][0]["id"], gguf.filename().string());
+  fs::remove(gguf);
+}
+
 TEST(ServeHttp, BadRequestsGetOpenAIShapedErrors) {
   serve::ServerOptions o;
   o.max_body_bytes = 4096;

@@ -85,6 +85,13 @@ class ForgePackage(unittest.TestCase):
             self.assertEqual("".join(stream), want["text"])
             self.assertEqual(stream.ids, want["ids"])
             self.assertEqual(m.detokenize(m.tokenize(prompt)), prompt)
+        # The model as a GGUF file (forge quantize, f32): the same tokens.
+        gguf = os.path.join(self.tmp.name, "model.gguf")
+        r = cli("quantize", "-m", self.model_dir, "-o", gguf, "--type", "f32")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        g = forge.Model.load(gguf)
+        self.assertEqual(g.generate("The nation", max_tokens=8, greedy=True)["ids"],
+                         m.generate("The nation", max_tokens=8, greedy=True)["ids"])
         self.assertEqual(m.tokenize("Hello, my dog is cute"), [15496, 11, 616, 3290, 318, 13779])
 
     def test_training_equals_the_cli_with_the_same_settings(self):

@@ -8,6 +8,7 @@
 //   node tools/llamacpp/run.mjs tokenize --model F.gguf (--text "..." | --text-file F) [--plain]
 //   node tools/llamacpp/run.mjs probs    --model F.gguf --ids 1,2,3 [--top 10] [--of 5,6] [--raw]
 //   node tools/llamacpp/run.mjs bench    --model F.gguf --prefill 128 --decode 64 --threads N [--reps 3]
+//   node tools/llamacpp/run.mjs parallel --model F.gguf --sequences S --prefill 8 --decode 64 --threads N
 //   node tools/llamacpp/run.mjs info     [--model F.gguf]
 //
 // Common options: --threads N (default 1), --kv-type f16|f32 (KV cache type; llama.cpp's default
@@ -26,7 +27,7 @@ process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD ??= "true";
 process.env.NODE_LLAMA_CPP_GPU ??= "false";
 process.env.NODE_LLAMA_CPP_POSTINSTALL ??= "skip";
 
-const USAGE = `usage: run.mjs <greedy|tokenize|probs|bench|info> --model F.gguf [options]
+const USAGE = `usage: run.mjs <greedy|tokenize|probs|bench|parallel|info> --model F.gguf [options]
   greedy   --ids 1,2,3 --n 32 [--threads 1]
   tokenize --text "..." | --text-file F [--plain]
   probs    --ids 1,2,3 [--top 10] [--of 5,6] [--raw] [--threads 1]
@@ -149,7 +150,7 @@ function trainContext(model) {
   return model.trainContextSize;
 }
 
-async function makeContext(model, opts, needed) { // needed = positions evaluated
+async function makeContext(model, opts, needed, sequences = 1) { // needed = positions evaluated per sequence
   const nCtxTrain = trainContext(model);
   if (nCtxTrain != null && needed > nCtxTrain)
     throw new UsageError(`needs ${needed} positions but the model's context_length is ${nCtxTrain}`);
@@ -166,11 +167,11 @@ async function makeContext(model, opts, needed) { // needed = positions evaluate
   if (!["auto", "on", "off"].includes(fa)) throw new UsageError(`--flash-attn must be auto, on or off, got '${opts.flash_attn}'`);
   // +1: node-llama-cpp shifts the context (erases its first half and re-evaluates the rest) as soon
   // as the sequence is full, even if no further token is asked for; see openSequence().
-  const contextSize = needed + 1;
+  const contextSize = (needed + 1) * sequences;
   const context = await model.createContext({
     contextSize,
     batchSize: contextSize, // a whole prompt is one llama_decode batch (n_ubatch = n_batch in node-llama-cpp)
-    sequences: 1,
+    sequences,
     threads: { ideal: threads, min: threads },
     flashAttention: fa === "auto" ? "auto" : fa === "on",
     experimentalKvCacheKeyType: kv.toUpperCase(),
@@ -312,6 +313,36 @@ async function cmdBench(llama, opts) {
   };
 }
 
+// llama.cpp's own batching of several sequences, as its server's slots use it: S sequences
+// in one context, each prefilled with its own prompt and then decoded greedily at the same
+// time; node-llama-cpp gathers the sequences' pending tokens into one llama_decode per step.
+// Aggregate tok/s = S x decode / wall time of the decode (median of reps, after a warm-up).
+async function cmdParallel(llama, opts) {
+  const sequences = intOpt(opts, "sequences", 4, { min: 1 });
+  const prefill = intOpt(opts, "prefill", 8, { min: 1 });
+  const decode = intOpt(opts, "decode", 64, { min: 1 });
+  const reps = intOpt(opts, "reps", 3, { min: 1 });
+  const { model } = await loadModel(llama, opts);
+  const nVocab = vocabSize(model);
+  const { context, threads } = await makeContext(model, opts, prefill + decode, sequences);
+  const seqs = Array.from({ length: sequences }, () => openSequence(context));
+  const tokS = [];
+  for (let rep = -1; rep < reps; rep++) {
+    await Promise.all(seqs.map((s) => s.clearHistory()));
+    const gens = seqs.map((s, k) =>
+      s.evaluate(Array.from({ length: prefill }, (_, i) => (i * 7919 + k * 104729) % nVocab), GREEDY));
+    await Promise.all(gens.map((g) => g.next())); // the prompts, and each first token
+    const a = performance.now();
+    await Promise.all(gens.map(async (g) => {
+      for (let i = 0; i < decode; i++) if ((await g.next()).done) throw new Error(`decode stopped after ${i} tokens`);
+    }));
+    const b = performance.now();
+    await Promise.all(gens.map((g) => g.return()));
+    if (rep >= 0) tokS.push(round((sequences * decode) / ((b - a) / 1000), 2));
+  }
+  return { threads, sequences, prefill, decode, reps, tok_s: tokS, median_tok_s: median(tokS), model: opts.model };
+}
+
 async function cmdInfo(llama, opts) {
   const res = {
     node_llama_cpp: JSON.parse(readFileSync(new URL("./node_modules/node-llama-cpp/package.json", import.meta.url))).version,
@@ -329,7 +360,7 @@ async function cmdInfo(llama, opts) {
   return res;
 }
 
-const COMMANDS = { greedy: cmdGreedy, tokenize: cmdTokenize, probs: cmdProbs, bench: cmdBench, info: cmdInfo };
+const COMMANDS = { greedy: cmdGreedy, tokenize: cmdTokenize, probs: cmdProbs, bench: cmdBench, parallel: cmdParallel, info: cmdInfo };
 
 async function main() {
   let parsed;
