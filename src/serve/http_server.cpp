@@ -359,8 +359,8 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
 }
 
 void Server::Impl::routes() {
-  auto guard = [this](auto fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
+  auto guard = [](auto fn) {
+    return [fn](const httplib::Request& req, httplib::Response& res) {
       try {
         fn(req, res);
       } catch (const ApiError& e) {
