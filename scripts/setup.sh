@@ -11,7 +11,7 @@ PACKAGES=(
   python3 python3-torch python3-numpy           # float64 reference checks in the test suite
   python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
   libcpp-httplib-dev curl                       # forge serve's HTTP side; curl talks to it in tests
-  pybind11-dev python3-dev                      # the Python package (python/)
+  pybind11-dev python3-dev python3-skbuild      # the Python package (python/; pip install .)
   clang-format
   clang libclang-rt-14-dev                      # fuzz/: libFuzzer harnesses (fuzz/run.sh)
 )

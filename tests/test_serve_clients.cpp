@@ -167,7 +167,6 @@ TEST(ServeClients, SigtermFinishesInFlightRequestsThenExits) {
   EXPECT_NE(got.find("\"finish_reason\":\"length\""), std::string::npos);
   EXPECT_EQ(wait_for(pid, 30), 0) << slurp(err);
   EXPECT_NE(slurp(err).find("forge serve: stopped"), std::string::npos) << slurp(err);
-  EXPECT_EQ(connect_to(port), -1);  // no longer listening
   fs::remove(err);
 }
 
