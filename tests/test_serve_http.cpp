@@ -26,6 +26,12 @@ void expect_error(const Reply& r, int status, const std::string& type, const std
   EXPECT_NE(r.headers.find("application/json"), std::string::npos) << r.headers;
 }
 
+// A streamed completion that runs for 1000 tokens unless stopped, as raw HTTP.
+std::string long_stream_request() {
+  return raw_post("/v1/completions",
+                  R"({"prompt": "x", "max_tokens": 1000, "ignore_eos": true, "stream": true})");
+}
+
 TEST(ServeHttp, HealthModelsTokenizeAndDetokenize) {
   Served s;
   const Reply h = curl("GET", s.url("/health"));
@@ -204,9 +210,7 @@ TEST(ServeHttp, AFullServerAnswers503WithRetryAfter) {
   Served s(o);
   const int fd = connect_to(s.port());
   ASSERT_GE(fd, 0);
-  send_all(fd,
-           raw_post("/v1/completions",
-                    R"({"prompt": "x", "max_tokens": 1000, "ignore_eos": true, "stream": true})"));
+  send_all(fd, long_stream_request());
   char buf[4096];
   ASSERT_GT(::recv(fd, buf, sizeof buf, 0), 0);  // the stream has started: the slot is taken
   const Reply busy = curl("POST", s.url("/v1/completions"), R"({"prompt": "y", "max_tokens": 1})");
@@ -231,9 +235,7 @@ TEST(ServeHttp, AClientThatLeavesMidStreamFreesItsSlot) {
   Served s(o);
   const int fd = connect_to(s.port());
   ASSERT_GE(fd, 0);
-  send_all(fd,
-           raw_post("/v1/completions",
-                    R"({"prompt": "x", "max_tokens": 1000, "ignore_eos": true, "stream": true})"));
+  send_all(fd, long_stream_request());
   std::string got;
   char buf[4096];
   while (got.find("\"text\"") == std::string::npos) {

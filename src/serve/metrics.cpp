@@ -16,6 +16,13 @@ std::string num(double x) {
   return buf;
 }
 
+// A metric with one unlabelled sample.
+void metric(std::string& out, const char* name, const char* type, const char* help,
+            const std::string& value) {
+  metric(out, name, type, help);
+  out += std::string(name) + " " + value + "\n";
+}
+
 }  // namespace
 
 void Metrics::count_request(const std::string& route, int status) {
@@ -37,32 +44,30 @@ std::string Metrics::render(const std::optional<EngineStats>& engine) const {
       out += "forge_requests_total{route=\"" + key.first + "\",status=\"" +
              std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
     metric(out, "forge_requests_rejected_total", "counter",
-           "Requests refused with 503 because every slot and the queue were full.");
-    out += "forge_requests_rejected_total " + std::to_string(rejected_) + "\n";
+           "Requests refused with 503 because every slot and the queue were full.",
+           std::to_string(rejected_));
   }
-  metric(out, "forge_model_ready", "gauge", "1 once the model has loaded.");
-  out += std::string("forge_model_ready ") + (engine ? "1" : "0") + "\n";
+  metric(out, "forge_model_ready", "gauge", "1 once the model has loaded.", engine ? "1" : "0");
   if (!engine) return out;
   const EngineStats& s = *engine;
-  metric(out, "forge_prompt_tokens_total", "counter", "Prompt tokens prefilled.");
-  out += "forge_prompt_tokens_total " + std::to_string(s.prompt_tokens) + "\n";
-  metric(out, "forge_generated_tokens_total", "counter", "Tokens generated.");
-  out += "forge_generated_tokens_total " + std::to_string(s.generated_tokens) + "\n";
-  metric(out, "forge_sequences_total", "counter", "Sequences (choices) finished.");
-  out += "forge_sequences_total " + std::to_string(s.jobs_done) + "\n";
+  metric(out, "forge_prompt_tokens_total", "counter", "Prompt tokens prefilled.",
+         std::to_string(s.prompt_tokens));
+  metric(out, "forge_generated_tokens_total", "counter", "Tokens generated.",
+         std::to_string(s.generated_tokens));
+  metric(out, "forge_sequences_total", "counter", "Sequences (choices) finished.",
+         std::to_string(s.jobs_done));
   metric(out, "forge_time_to_first_token_seconds", "summary",
          "From a sequence's submission to its first token (queueing and prefill included).");
   out += "forge_time_to_first_token_seconds_sum " + num(s.ttft_seconds_sum) + "\n";
   out += "forge_time_to_first_token_seconds_count " + std::to_string(s.ttft_count) + "\n";
-  metric(out, "forge_tokens_per_second", "gauge",
-         "Tokens generated per second over the last 10 s.");
-  out += "forge_tokens_per_second " + num(s.tokens_per_second) + "\n";
-  metric(out, "forge_queue_depth", "gauge", "Sequences waiting for a slot.");
-  out += "forge_queue_depth " + std::to_string(s.queue_depth) + "\n";
-  metric(out, "forge_slots", "gauge", "Slots (sequences decoded together at most).");
-  out += "forge_slots " + std::to_string(s.slots) + "\n";
-  metric(out, "forge_slots_busy", "gauge", "Slots holding a sequence.");
-  out += "forge_slots_busy " + std::to_string(s.slots_busy) + "\n";
+  metric(out, "forge_tokens_per_second", "gauge", "Tokens generated per second over the last 10 s.",
+         num(s.tokens_per_second));
+  metric(out, "forge_queue_depth", "gauge", "Sequences waiting for a slot.",
+         std::to_string(s.queue_depth));
+  metric(out, "forge_slots", "gauge", "Slots (sequences decoded together at most).",
+         std::to_string(s.slots));
+  metric(out, "forge_slots_busy", "gauge", "Slots holding a sequence.",
+         std::to_string(s.slots_busy));
   metric(out, "forge_decode_steps_total", "counter",
          "Batched decode steps, by how many sequences each decoded together.");
   for (size_t k = 1; k < s.decode_steps.size(); ++k)
