@@ -139,6 +139,18 @@ struct Server::Impl {
   int64_t created = std::time(nullptr);
   Metrics metrics;
   RequestLimits limits;
+  // Graceful stop: while draining, new requests get 503; stop() waits for the completions in
+  // flight (held by InFlight tokens until their responses are written) before it stops
+  // httplib, which would cut a stream still being written.
+  std::atomic<bool> draining{false};
+  std::atomic<int> in_flight{0};
+  struct InFlight {
+    std::atomic<int>& n;
+    explicit InFlight(std::atomic<int>& count) : n(count) { ++n; }
+    ~InFlight() { --n; }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+  };
 
   void load();
   void routes();
@@ -203,6 +215,7 @@ std::vector<uint32_t> Server::Impl::tokenize_prompt(const Prompt& p,
 
 void Server::Impl::completions(const httplib::Request& req, httplib::Response& res,
                                Endpoint endpoint) {
+  auto token = std::make_shared<InFlight>(in_flight);  // until the response is written
   need_ready();
   CompletionRequest r = parse_completion_request(req.body, endpoint, limits);
   const bool chat = endpoint == Endpoint::Chat;
@@ -288,9 +301,11 @@ void Server::Impl::completions(const httplib::Request& req, httplib::Response& r
     bool include_usage;
     int64_t prompt_tokens;
     const Tokenizer* tok;
+    std::shared_ptr<InFlight> token;
   };
-  auto st = std::make_shared<Stream>(Stream{std::move(choices), h, r.logprobs, r.include_usage,
-                                            prompt_tokens, tokenizer ? &*tokenizer : nullptr});
+  auto st =
+      std::make_shared<Stream>(Stream{std::move(choices), h, r.logprobs, r.include_usage,
+                                      prompt_tokens, tokenizer ? &*tokenizer : nullptr, token});
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -427,6 +442,11 @@ void Server::Impl::routes() {
       send_error(res, ApiError(503, "the server is busy: too many connections"));
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (draining) {
+      res.set_header("Connection", "close");
+      send_error(res, ApiError(503, "the server is shutting down"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!o.api_key.empty() && req.path != "/health") {
       const std::string want = "Bearer " + o.api_key;
       const std::string got = req.get_header_value("Authorization");
@@ -519,7 +539,9 @@ void Server::stop() {
   Impl& s = *impl_;
   if (s.stopped.exchange(true)) return;
   if (s.loader.joinable()) s.loader.join();
-  s.http.stop();  // no new connections; the pool finishes the requests in flight
+  s.draining = true;  // new requests get 503; those in flight run to their end
+  while (s.in_flight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  s.http.stop();  // no new connections
   if (s.listener.joinable()) s.listener.join();
   if (s.engine) s.engine->drain();
 }
