@@ -12,6 +12,7 @@ PACKAGES=(
   python3-regex                                 # tokenizer reference (tests/python/gpt2_encoder_ref.py)
   libcpp-httplib-dev curl                       # forge serve's HTTP side; curl talks to it in tests
   pybind11-dev python3-dev python3-skbuild      # the Python package (python/; pip install .)
+  libopenmpi-dev openmpi-bin                    # data-parallel training (mpirun -np N forge train)
   clang-format
   clang libclang-rt-14-dev                      # fuzz/: libFuzzer harnesses (fuzz/run.sh)
 )

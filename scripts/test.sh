@@ -79,7 +79,7 @@ if [[ "${FORGE_SKIP_ASAN:-0}" != 1 ]]; then
   # Each backend's src/backend/<name>/lsan.supp: what its drivers keep until exit.
   supp="$(cd "$build_asan" && pwd)/lsan.supp"
   : > "$supp"
-  for f in src/backend/*/lsan.supp; do [[ -f "$f" ]] && cat "$f" >> "$supp"; done
+  for f in src/backend/*/lsan.supp src/dist/lsan.supp; do [[ -f "$f" ]] && cat "$f" >> "$supp"; done
   # QuantizeQuality trains a model for 150 steps to measure held-out losses (numbers the
   # release pass checks): under ASan it alone took 5 of the pass's 11 minutes, and the same
   # code paths (training, quantizing, GGUF files) run under ASan in the other tests.

@@ -1,17 +1,20 @@
 // What the `forge train` CLI test files share (test_cli_train.cpp,
-// test_cli_train_faults.cpp): the suite's temp folder and generated text, the fixture with
-// the common tiny run, the metrics log, the schedule written out, and run comparisons.
+// test_cli_train_faults.cpp, test_cli_train_mpi.cpp): the suite's temp folder and generated
+// text, the fixture with the common tiny run, the metrics log (and waiting for it), the
+// schedule written out, and run comparisons.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ci.h"
@@ -80,6 +83,16 @@ class CliTrain : public ::testing::Test {
            extra;
   }
 };
+
+/// Waits until OUT/metrics.jsonl holds at least `lines` lines (false after 60 s).
+inline bool wait_for_metrics(const fs::path& out, size_t lines) {
+  for (int i = 0; i < 6000; ++i) {
+    const std::string m = slurp(out / "metrics.jsonl");
+    if (static_cast<size_t>(std::count(m.begin(), m.end(), '\n')) >= lines) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
 
 inline std::vector<json> read_metrics(const fs::path& out) {
   std::vector<json> v;

@@ -139,6 +139,27 @@ void add_training(Cases& cs) {
       }
     }
   }
+  // A slice of a larger batch's mask (index0): offsets that carry into the index's high
+  // word mid-tensor (2^32 - 100), and one far into it (a global batch of many sequences).
+  for (const Dims& d : std::vector<Dims>{{7}, {33, 785}}) {
+    for (uint64_t index0 :
+         {uint64_t{1}, uint64_t{12345}, (uint64_t{1} << 32) - 100, uint64_t{0x123456789ABull}}) {
+      const float p = 0.3f;
+      const uint64_t seed = 77;
+      cs.add(
+          "dropout", "p=0.3,seed=77,index0=" + std::to_string(index0), dims_str(d),
+          [d](CaseRng& r) { return Inputs{F(r, d)}; },
+          [p, seed, index0](const std::vector<Tensor>& t) {
+            return Outputs{host(dropout(t[0], p, seed, index0))};
+          },
+          [p, seed, index0](const Inputs& x) {
+            Expected e;
+            e.value = ref::dropout(W(x[0]), p, seed, index0);
+            for (double v : e.value) e.tol.push_back(v == 0.0 ? 0.0 : kFwdTol);
+            return Exp{e};
+          });
+    }
+  }
 
   for (const Dims& d : std::vector<Dims>{{1}, {17}, {1, 1}, {33, 785}, {3, 50257}}) {
     cs.add(

@@ -445,11 +445,11 @@ bool dropout_keep(uint64_t seed, uint64_t index, float p) {
   return static_cast<double>(dropout_hash(seed, index) >> 8) >= threshold;
 }
 
-Vec dropout(const Vec& x, float p, uint64_t seed) {
+Vec dropout(const Vec& x, float p, uint64_t seed, uint64_t index0) {
   const float s = 1.0f / (1.0f - p);  // ops.h: the scale is computed once, as float
   Vec out(x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    out[i] = dropout_keep(seed, i, p) ? x[i] * static_cast<double>(s) : 0.0;
+    out[i] = dropout_keep(seed, index0 + i, p) ? x[i] * static_cast<double>(s) : 0.0;
   return out;
 }
 

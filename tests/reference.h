@@ -113,8 +113,8 @@ Vec ce_bwd(const Vec& logits, const Ids& targets, int64_t cols, double scale);
 uint32_t dropout_hash(uint64_t seed, uint64_t index);
 /// True if element `index` survives dropout with probability p under `seed`.
 bool dropout_keep(uint64_t seed, uint64_t index, float p);
-/// Inverted dropout: kept x * float(1 / (1 - p)), dropped 0.
-Vec dropout(const Vec& x, float p, uint64_t seed);
+/// Inverted dropout: kept x * float(1 / (1 - p)), dropped 0; element i keyed by index0 + i.
+Vec dropout(const Vec& x, float p, uint64_t seed, uint64_t index0 = 0);
 
 /// Sum of squares of all elements.
 double sumsq(const Vec& x);

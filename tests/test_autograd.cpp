@@ -524,3 +524,34 @@ TEST(Autograd, TiedWeightGetsBothContributions) {
   for (size_t i = 0; i < want.size(); ++i) want[i] += hw[i];
   expect_close(tied.grad(), want, 1e-6, "tied");
 }
+
+TEST(Autograd, GradReadyFiresOnceWhenEachGradientIsComplete) {
+  // A tied weight (read by the first and the last op), a weight read once and a frozen one:
+  // the hook sees each trained parameter once, holding its final gradient, and in the order
+  // the reverse walk completes them (the head's bias first, the tied weight last).
+  const Tensor ids = Tensor::from_vector(std::vector<uint32_t>{1, 2, 3, 1, 9, 10}, {6});
+  const Tensor tg = Tensor::from_vector(std::vector<uint32_t>{2, 3, 1, 9, 10, 0}, {6});
+  MatmulSpec tb;
+  tb.trans_b = true;
+  ag::Parameter tied(randt({kV, kC}, 41, 0.5f), "tied");
+  ag::Parameter w(randt({kC, kC}, 42, 0.5f), "w");
+  ag::Parameter bias(randt({kV}, 43, 0.5f), "bias");
+  ag::Parameter frozen(randt({kC}, 44, 0.5f), "frozen", /*requires_grad=*/false);
+  std::vector<std::string> order;
+  std::vector<std::vector<float>> at_ready;
+  {
+    ag::Tape tape;
+    const ag::Var t = tape.param(tied);
+    const ag::Var h = ag::add(ag::matmul(ag::embedding(ids, t), tape.param(w)), tape.param(frozen));
+    const ag::Var logits = ag::add(ag::matmul(h, t, tb), tape.param(bias));
+    tape.backward(ag::cross_entropy(logits, tg), 1.0f, [&](const ag::Parameter& p) {
+      order.push_back(p.name());
+      at_ready.push_back(p.grad().to_vector<float>());
+    });
+  }
+  ASSERT_EQ(order, (std::vector<std::string>{"bias", "w", "tied"}));
+  EXPECT_EQ(at_ready[0], bias.grad().to_vector<float>());
+  EXPECT_EQ(at_ready[1], w.grad().to_vector<float>());
+  EXPECT_EQ(at_ready[2], tied.grad().to_vector<float>());
+  EXPECT_FALSE(frozen.has_grad());
+}

@@ -31,16 +31,6 @@ using forge::test::spawn_forge;
 using forge::test::unprivileged_wrapper;
 using forge::test::wait_for;
 
-/// Waits until OUT/metrics.jsonl holds at least `lines` lines (false after 60 s).
-bool wait_for_metrics(const fs::path& out, size_t lines) {
-  for (int i = 0; i < 6000; ++i) {
-    const std::string m = slurp(out / "metrics.jsonl");
-    if (static_cast<size_t>(std::count(m.begin(), m.end(), '\n')) >= lines) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 std::vector<std::string> long_run_args(const fs::path& out, const std::string& save_every) {
   return {"train", "--data",       g_text.string(), "--out",        out.string(), "--tokenizer",
           "char",  "--preset",     "tiny",          "--batch",      "4",          "--seq",

@@ -212,6 +212,27 @@ TEST(TrainDropout, MasksMatchIndependentForward) {
   EXPECT_GT(std::abs(a - hand_loss(model, b, 0.0f, 1)), 1e-4);
 }
 
+TEST(TrainDropout, EachSequenceDrawsTheMasksOfItsPlaceInTheBatch) {
+  // Sequences do not interact, so with masks keyed by the global position the loss of a
+  // 3-row batch is the token-weighted mean of its slices' losses, each slice passing its
+  // first_sequence: what makes data-parallel and micro-batched dropout equal one batch's.
+  gpt2::Model model = gpt2::Model::random(tiny_config(), 5);
+  const auto params = train::parameters(model);
+  const data::Batch b = make_batch(3, 16, 71, 0);
+  auto loss = [&](int64_t first, int64_t rows, int64_t first_sequence) {
+    ag::Tape tape;
+    return train::loss_forward(tape, model, params, b.inputs.narrow_rows(first, rows),
+                               b.targets.narrow_rows(first, rows), 0.4f, 99, first_sequence)
+        .item();
+  };
+  const double whole = loss(0, 3, 0);
+  const double parts = (loss(0, 1, 0) + 2.0 * loss(1, 2, 1)) / 3.0;
+  EXPECT_NEAR(parts, whole, 2e-6 * whole);
+  // Keyed by place: the same slice drawn as if it were the batch's start differs.
+  EXPECT_GT(std::abs((loss(0, 1, 0) + 2.0 * loss(1, 2, 0)) / 3.0 - whole), 1e-4);
+  EXPECT_THROW(loss(0, 1, -1), Error);
+}
+
 TEST(TrainForward, RejectsBadInput) {
   gpt2::Model model = gpt2::Model::random(tiny_config(), 5);
   auto params = train::parameters(model);
@@ -243,24 +264,29 @@ TEST(TrainForward, RejectsBadInput) {
 // ---------------------------------------------------------------------------------------
 
 TEST(TrainTrainer, MicroBatchesAverageGradients) {
-  // One step over a batch of 4 rows equals one step over 2 micro-batches of 2 rows.
+  // One step over a batch of 4 rows equals one step over 2 micro-batches of 2 rows, with
+  // dropout too: its masks belong to each sequence's place in the step's batch, so the
+  // split changes only the summation order.
   const data::Batch all = make_batch(4, 16, 71, 3);
   const data::Batch lo{all.inputs.narrow_rows(0, 2), all.targets.narrow_rows(0, 2)};
   const data::Batch hi{all.inputs.narrow_rows(2, 2), all.targets.narrow_rows(2, 2)};
-  gpt2::Model m1 = gpt2::Model::random(tiny_config(), 9);
-  gpt2::Model m2 = gpt2::Model::random(tiny_config(), 9);
-  train::Hyper h;
-  h.clip = 0;  // compare raw gradients
-  train::Trainer t1(m1, h), t2(m2, h);
-  const train::StepStats s1 = t1.step({all});
-  const train::StepStats s2 = t2.step({lo, hi});
-  EXPECT_NEAR(s1.loss, s2.loss, 1e-6 * s1.loss);
-  EXPECT_NEAR(s1.grad_norm, s2.grad_norm, 1e-5 * s1.grad_norm);
-  EXPECT_EQ(s1.tokens, 64);
-  EXPECT_EQ(s2.tokens, 64);
-  for (size_t i = 0; i < t1.params().size(); ++i)
-    EXPECT_LE(rel_err(values(t2.params()[i].grad()), values(t1.params()[i].grad())), 1e-5)
-        << t1.params()[i].name();
+  for (float p : {0.0f, 0.3f}) {
+    gpt2::Model m1 = gpt2::Model::random(tiny_config(), 9);
+    gpt2::Model m2 = gpt2::Model::random(tiny_config(), 9);
+    train::Hyper h;
+    h.clip = 0;  // compare raw gradients
+    h.dropout = p;
+    train::Trainer t1(m1, h), t2(m2, h);
+    const train::StepStats s1 = t1.step({all});
+    const train::StepStats s2 = t2.step({lo, hi});
+    EXPECT_NEAR(s1.loss, s2.loss, 1e-6 * s1.loss) << "dropout " << p;
+    EXPECT_NEAR(s1.grad_norm, s2.grad_norm, 1e-5 * s1.grad_norm) << "dropout " << p;
+    EXPECT_EQ(s1.tokens, 64);
+    EXPECT_EQ(s2.tokens, 64);
+    for (size_t i = 0; i < t1.params().size(); ++i)
+      EXPECT_LE(rel_err(values(t2.params()[i].grad()), values(t1.params()[i].grad())), 1e-5)
+          << t1.params()[i].name() << " dropout " << p;
+  }
 }
 
 TEST(TrainTrainer, NonFiniteStepIsSkipped) {

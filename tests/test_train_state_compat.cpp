@@ -1,8 +1,9 @@
 // train_state.safetensors files written by older forge builds still resume. The fixture in
 // tests/data/train_state_chunked/ was written by forge at commit 5ce4b92, whose models kept
 // the wte as row chunks and named its tensors (and moments) "wte.weight.chunkN". It holds
-// the state after 3 steps of a tiny model and, in its metadata, the losses of steps 4-6 of
-// the uninterrupted run: resuming from it must reproduce them.
+// the state after 3 steps of a tiny model (and, in its metadata, the losses of steps 4-6 of
+// the uninterrupted run under that build's dropout masks): resuming restores its weights
+// and moments bit for bit, and training goes on.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,24 +111,41 @@ TEST(TrainStateCompat, ChunkedStateOfOlderBuildsResumes) {
     ASSERT_EQ(got.size(), want.size()) << p.name();
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << p.name();
   }
-  // Saved again, the state holds the wte as one tensor.
+  // Saved again, the state holds the wte as one tensor, and every weight and AdamW moment is
+  // the fixture's, bit for bit (the wte's and its moments' row chunks joined): the moments
+  // were restored, not re-initialized.
   const std::string again =
       (std::filesystem::temp_directory_path() / "forge_compat_resaved.safetensors").string();
   trainer.save_state(again, {});
   const SafeTensorsFile g = SafeTensorsFile::open(again);
   EXPECT_TRUE(g.contains("wte.weight"));
   EXPECT_TRUE(g.contains("optim.exp_avg_sq.wte.weight"));
-  for (const std::string& n : g.names()) EXPECT_EQ(n.find(".chunk"), std::string::npos) << n;
+  for (const std::string& n : g.names()) {
+    EXPECT_EQ(n.find(".chunk"), std::string::npos) << n;
+    std::vector<float> want;
+    if (f.contains(n)) {
+      want = f.load(n).to_vector<float>();
+    } else {
+      for (int i = 0; f.contains(n + ".chunk" + std::to_string(i)); ++i) {
+        const std::vector<float> c = f.load(n + ".chunk" + std::to_string(i)).to_vector<float>();
+        want.insert(want.end(), c.begin(), c.end());
+      }
+    }
+    const std::vector<float> got = g.load(n).to_vector<float>();
+    ASSERT_EQ(got.size(), want.size()) << n;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << n;
+  }
   std::filesystem::remove(again);
-  // Steps 4-6 continue the uninterrupted run: the moments and the step count were restored.
-  // Bit for bit on the machine that made the fixture; within 1e-5 relative on others (their
-  // SIMD level and thread count round differently). A state whose moments were lost is
-  // off by more (tests: the fixture with its exp_avg zeroed fails this).
+  // Steps 4-6 run on from there. Their losses are no longer compared with the fixture's
+  // test.loss4-6: those were drawn when each micro-batch had dropout masks of its own seed;
+  // masks are now keyed by each sequence's place in the step's batch, so micro-batch 1 draws
+  // others (the continuation differed by ~1e-3 relative).
   for (int64_t k = 3; k < 6; ++k) {
     const double loss = trainer.step(fixture_batches(k)).loss;
-    const double want = std::strtod(meta.at("test.loss" + std::to_string(k + 1)).c_str(), nullptr);
-    EXPECT_NEAR(loss, want, 1e-5 * std::fabs(want)) << "step " << k + 1;
+    EXPECT_TRUE(std::isfinite(loss)) << "step " << k + 1;
   }
+  EXPECT_EQ(trainer.step_count(), 6);
+  EXPECT_TRUE(meta.count("test.loss4"));
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -133,6 +134,13 @@ class Tape {
   /// 1 / micro-batches): rules that need the value as a number take it from the host, so
   /// the backward pass reads nothing from the device.
   void backward(const Var& root, float seed);
+  /// As above, and calls ready(p) once for every parameter p of this tape as soon as the walk
+  /// has given p its last gradient contribution of this pass (the earliest record that reads
+  /// p), in the order that happens: a data-parallel trainer starts summing p's gradient
+  /// across processes while the rest of the backward pass runs. The order depends only on
+  /// what was recorded, so processes that recorded the same ops see the same order.
+  using GradReady = std::function<void(const Parameter&)>;
+  void backward(const Var& root, float seed, const GradReady& ready);
 
   /// Ops recorded and not yet released by backward.
   size_t num_records() const;
@@ -144,7 +152,8 @@ class Tape {
   std::vector<std::string> recorded_ops() const;
 
  private:
-  void backward(const Var& root, const Tensor& seed, const float* host_seed);
+  void backward(const Var& root, const Tensor& seed, const float* host_seed,
+                const GradReady* ready = nullptr);
   std::shared_ptr<detail::TapeState> state_;
   friend struct detail::Access;
 };
@@ -178,9 +187,9 @@ Var split_heads(const Var& qkv, int64_t n_head, int part);
 std::array<Var, 3> split_qkv(const Var& qkv, int64_t n_head);
 Var merge_heads(const Var& x, int64_t n_head);
 
-/// Inverted dropout; the backward is dropout of dy with the same p and seed. p = 0 returns
-/// x itself (nothing recorded).
-Var dropout(const Var& x, float p, uint64_t seed);
+/// Inverted dropout (ops.h's: index0 places x in a larger batch's mask); the backward is
+/// dropout of dy with the same p, seed and index0. p = 0 returns x itself (nothing recorded).
+Var dropout(const Var& x, float p, uint64_t seed, uint64_t index0 = 0);
 Var scale(const Var& x, float s);
 /// A view of x with another shape of the same numel; the gradient is reshaped back.
 Var reshape(const Var& x, const Shape& shape);
@@ -190,8 +199,8 @@ Var reshape(const Var& x, const Shape& shape);
 // as one op under ops.h's name (Tape::recorded_ops), so that a model written once fuses its
 // training forward the way its inference does; the forward keeps what the backward needs
 // (the layernorm's output, the GELU's input, the attention probabilities with dropout) by
-// running the parts, whose rules are the backward. Dropout (p > 0, `seed` as ag::dropout's) sits
-// where HF's GPT-2 has it.
+// running the parts, whose rules are the backward. Dropout (p > 0, `seed` and `index0` as
+// ag::dropout's, index0 in the dropped tensor's index space) sits where HF's GPT-2 has it.
 // ----------------------------------------------------------------------------------------
 
 /// matmul(layernorm(x, gamma, beta, eps), w, spec, bias); spec.gelu applies GELU after.
@@ -204,17 +213,20 @@ Var layernorm_matmul(const Var& x, const Var& gamma, const Var& beta, float eps,
 std::array<Var, 2> matmul_add_layernorm_matmul(const Var& x, const Var& a, const Var& w1,
                                                const Var& b1, const Var& gamma, const Var& beta,
                                                float eps, const Var& w2, const MatmulSpec& spec2,
-                                               const Var& b2, float p = 0.0f, uint64_t seed = 0);
+                                               const Var& b2, float p = 0.0f, uint64_t seed = 0,
+                                               uint64_t index0 = 0);
 
 /// x + dropout(a @ w + bias, p, seed): ops.h's matmul_add_, out of place (a residual update).
 Var matmul_add(const Var& x, const Var& a, const Var& w, const Var& bias, float p = 0.0f,
-               uint64_t seed = 0);
+               uint64_t seed = 0, uint64_t index0 = 0);
 
 /// Causal self-attention of qkv [B, T, 3C] with n_head heads, as ops.h's attention without
 /// caches: merge_heads(dropout(softmax(q k^T / sqrt(hd)), p, seed) v) -> [B, T, C]. With
 /// p = 0 it is ops.h's attention, whose backward is attention_bwd: no [T, T] probabilities
-/// are kept for the backward. With p > 0 the parts run (and keep them) for the mask.
-Var attention(const Var& qkv, int64_t n_head, float p = 0.0f, uint64_t seed = 0);
+/// are kept for the backward. With p > 0 the parts run (and keep them) for the mask, whose
+/// index0 is in the probabilities' [B*n_head, T, T] index space.
+Var attention(const Var& qkv, int64_t n_head, float p = 0.0f, uint64_t seed = 0,
+              uint64_t index0 = 0);
 
 /// The mean cross-entropy of the LM head, cross_entropy(matmul(h, head, {.trans_b = true}),
 /// targets), computed in blocks of block_rows rows so that no logits buffer exceeds

@@ -231,10 +231,12 @@ Tensor ce_bwd(const Tensor& logits, const Tensor& targets, float scale);
 Tensor softmax_xent_(Tensor& logits, const Tensor& targets);
 
 /// Inverted dropout with a counter-based mask: element i (flat index) is kept iff
-/// (dropout_hash(seed, i) >> 8) >= dropout_threshold(p); kept elements are multiplied by
-/// 1 / (1 - p) (computed once on the host, as float). p in [0, 1); p = 0 copies.
-/// The backward of dropout is dropout of dy with the same seed and p.
-Tensor dropout(const Tensor& x, float p, uint64_t seed);
+/// (dropout_hash(seed, index0 + i) >> 8) >= dropout_threshold(p); kept elements are
+/// multiplied by 1 / (1 - p) (computed once on the host, as float). p in [0, 1); p = 0
+/// copies. index0 places x inside a larger tensor's mask: a slice of a batch (one rank's
+/// sequences, a micro-batch) draws the whole batch's mask for its elements.
+/// The backward of dropout is dropout of dy with the same seed, index0 and p.
+Tensor dropout(const Tensor& x, float p, uint64_t seed, uint64_t index0 = 0);
 
 /// Inverse of split_heads: dq, dk, dv [B*n_head, T, hd] -> dqkv [B, T, 3*n_head*hd].
 Tensor unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head);

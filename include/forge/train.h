@@ -18,6 +18,7 @@
 
 #include "forge/autograd.h"
 #include "forge/data.h"
+#include "forge/dist.h"
 #include "forge/gpt2.h"
 
 namespace forge::train {
@@ -51,10 +52,14 @@ double learning_rate(const Hyper& hyper, int64_t step);
 /// Dropout with probability p at HF's sites, site s drawing its mask with
 /// dropout_site_seed(seed, s): s = 0 after wte + wpe; for block l, s = 1 + 3 l on the
 /// attention probabilities, 2 + 3 l after attn.c_proj, 3 + 3 l after mlp.c_proj. p = 0
-/// records no dropout. A tied wte gets the embedding's and the LM head's gradients.
+/// records no dropout. The rows of `inputs` are sequences first_sequence, first_sequence + 1,
+/// ... of a larger batch (a micro-batch, one rank's share): each sequence draws the masks of
+/// its place in that batch, so the masks do not depend on how the batch is split.
+/// A tied wte gets the embedding's and the LM head's gradients.
 ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
                      const std::vector<ag::Parameter>& params, const Tensor& inputs,
-                     const Tensor& targets, float dropout, uint64_t seed);
+                     const Tensor& targets, float dropout, uint64_t seed,
+                     int64_t first_sequence = 0);
 
 /// Parameters wrapping the model's weight tensors without copying, named with HF's names
 /// ("wte.weight", "h.0.attn.c_attn.weight", ...), in HF order: wte, wpe, per block ln_1,
@@ -69,21 +74,26 @@ struct StepStats {
   double lr = 0;
   bool skipped = false;  // loss or grad norm not finite: no update was made
   double seconds = 0;
-  int64_t tokens = 0;  // tokens processed (batch * seq)
+  int64_t tokens = 0;  // tokens processed (batch * seq), by every rank of a job together
 };
 
 class Trainer {
  public:
   /// Trains `model`'s weights in place (the model must outlive the trainer). Validates
-  /// hyper; Error(Range) if seq > n_ctx.
-  Trainer(gpt2::Model& model, const Hyper& hyper);
+  /// hyper; Error(Range) if seq > n_ctx. With `job` of several ranks (data parallelism),
+  /// each rank's trainer takes its share of every step, and the gradients are summed
+  /// across the ranks (the model must be on the CPU: Error(Device) otherwise).
+  Trainer(gpt2::Model& model, const Hyper& hyper, dist::Comm* job = nullptr);
 
   /// One optimizer step over micro-batches (each U32 [micro_batch, seq], all one shape):
   /// forward + backward of each (gradients accumulated and averaged), clip, AdamW at
   /// learning_rate(step). A non-finite loss or grad norm skips the update (stats.skipped)
-  /// but counts the step. Micro-batch i of 0-based step k uses the dropout seed
-  /// dropout_site_seed(dropout_site_seed(hyper.seed, k), i). Afterwards params()' gradients
-  /// hold this step's (clipped) mean gradients until the next step.
+  /// but counts the step. Step k's dropout seed is dropout_site_seed(dropout_site_seed(
+  /// hyper.seed, k), 0), and each sequence draws the masks of its place in the global
+  /// batch. In a job of R ranks every rank passes the same number of micro-batches, rank r's
+  /// being sequences [r L, (r + 1) L) of the global batch (L = its micro-batches' rows);
+  /// the loss, the gradients and so the update are the global batch's on every rank.
+  /// Afterwards params()' gradients hold this step's (clipped) mean gradients.
   StepStats step(const std::vector<data::Batch>& micro_batches);
 
   /// Mean loss over all targets of `batches` (each batch weighted by its token count)

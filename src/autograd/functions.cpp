@@ -217,12 +217,13 @@ Var layernorm(const Var& x, const Var& gamma, const Var& beta, float eps) {
               });
 }
 
-Var dropout(const Var& x, float p, uint64_t seed) {
+Var dropout(const Var& x, float p, uint64_t seed, uint64_t index0) {
   const char* op = "ag::dropout";
   auto tape = tape_of(op, {{"x", &x}});
   if (p == 0.0f) return x;  // identity: no copy, no record
-  return emit(op, tape, {Access::node(x)}, forge::dropout(val(x), p, seed),
-              [p, seed](BackwardCtx& c) { c.give(0, forge::dropout(c.dy(), p, seed)); });
+  return emit(
+      op, tape, {Access::node(x)}, forge::dropout(val(x), p, seed, index0),
+      [p, seed, index0](BackwardCtx& c) { c.give(0, forge::dropout(c.dy(), p, seed, index0)); });
 }
 
 Var scale(const Var& x, float s) {

@@ -33,18 +33,20 @@ Var layernorm_matmul(const Var& x, const Var& gamma, const Var& beta, float eps,
 std::array<Var, 2> matmul_add_layernorm_matmul(const Var& x, const Var& a, const Var& w1,
                                                const Var& b1, const Var& gamma, const Var& beta,
                                                float eps, const Var& w2, const MatmulSpec& spec2,
-                                               const Var& b2, float p, uint64_t seed) {
+                                               const Var& b2, float p, uint64_t seed,
+                                               uint64_t index0) {
   const detail::FusedScope scope(tape_of(x), "matmul_add_layernorm_matmul");
-  const Var x_new = add(x, dropout(matmul(a, w1, {}, b1), p, seed));
+  const Var x_new = add(x, dropout(matmul(a, w1, {}, b1), p, seed, index0));
   return {x_new, product(layernorm(x_new, gamma, beta, eps), w2, spec2, b2)};
 }
 
-Var matmul_add(const Var& x, const Var& a, const Var& w, const Var& bias, float p, uint64_t seed) {
+Var matmul_add(const Var& x, const Var& a, const Var& w, const Var& bias, float p, uint64_t seed,
+               uint64_t index0) {
   const detail::FusedScope scope(tape_of(x), "matmul_add");
-  return add(x, dropout(matmul(a, w, {}, bias), p, seed));
+  return add(x, dropout(matmul(a, w, {}, bias), p, seed, index0));
 }
 
-Var attention(const Var& qkv, int64_t n_head, float p, uint64_t seed) {
+Var attention(const Var& qkv, int64_t n_head, float p, uint64_t seed, uint64_t index0) {
   const detail::FusedScope scope(tape_of(qkv), "attention");
   const Shape& s = qkv.shape();
   if (s.rank() != 3 || n_head < 1 || s[2] % (3 * n_head) != 0)
@@ -59,8 +61,9 @@ Var attention(const Var& qkv, int64_t n_head, float p, uint64_t seed) {
   MatmulSpec qk;
   qk.trans_b = true;
   qk.alpha = 1.0f / std::sqrt(static_cast<float>(hd));
-  const Var att = dropout(softmax(matmul(q, k, qk), /*causal=*/true), p, seed);  // [B*H, T, T]
-  return merge_heads(matmul(att, v), n_head);                                    // [B, T, C]
+  const Var att =
+      dropout(softmax(matmul(q, k, qk), /*causal=*/true), p, seed, index0);  // [B*H, T, T]
+  return merge_heads(matmul(att, v), n_head);                                // [B, T, C]
 }
 
 }  // namespace forge::ag

@@ -120,6 +120,11 @@ struct Access {
     return v;
   }
   static const std::shared_ptr<ParamState>& state(const Parameter& p) { return p.state_; }
+  static Parameter make_param(std::shared_ptr<ParamState> s) {
+    Parameter p;
+    p.state_ = std::move(s);
+    return p;
+  }
   static const std::shared_ptr<TapeState>& state(const Tape& t) { return t.state_; }
 };
 

@@ -1,6 +1,7 @@
 // The autograd engine: Parameter and Var handles, the Tape, gradient accumulation and the
 // reverse walk.
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 #include "autograd/node.h"
@@ -210,7 +211,9 @@ void Tape::backward(const Var& loss) {
   backward(loss, 1.0f);
 }
 
-void Tape::backward(const Var& root, float seed) {
+void Tape::backward(const Var& root, float seed) { backward(root, seed, GradReady()); }
+
+void Tape::backward(const Var& root, float seed, const GradReady& ready) {
   const char* op = "Tape::backward";
   const auto& n = detail::Access::node(root);
   if (!n) fail(ErrorKind::Shape, op, "undefined root Var");
@@ -218,12 +221,14 @@ void Tape::backward(const Var& root, float seed) {
     fail(ErrorKind::Shape, op,
          "root " + n->value.shape().str() +
              " is not a scalar (numel != 1); pass a seed gradient of its shape");
-  backward(root, Tensor::full(n->value.shape(), seed, n->value.device()), &seed);
+  backward(root, Tensor::full(n->value.shape(), seed, n->value.device()), &seed,
+           ready ? &ready : nullptr);
 }
 
 void Tape::backward(const Var& root, const Tensor& seed) { backward(root, seed, nullptr); }
 
-void Tape::backward(const Var& root, const Tensor& seed, const float* host_seed) {
+void Tape::backward(const Var& root, const Tensor& seed, const float* host_seed,
+                    const GradReady* ready) {
   const char* op = "Tape::backward";
   TapeState& st = live(state_, op);
   const auto& n = detail::Access::node(root);
@@ -237,6 +242,13 @@ void Tape::backward(const Var& root, const Tensor& seed, const float* host_seed)
   if (seed.device() != n->value.device())
     fail(ErrorKind::Device, op,
          "seed on " + seed.device().str() + ", root on " + n->value.device().str());
+
+  // With `ready`: each parameter's earliest reading record, where its gradient is complete.
+  std::unordered_map<const detail::ParamState*, size_t> first_use;
+  if (ready != nullptr)
+    for (size_t i = st.records.size(); i-- > 0;)
+      for (const auto& in : st.records[i].inputs)
+        if (in->param && in->requires_grad) first_use[in->param.get()] = i;
 
   // Marked first: a failing rule must not leave a tape that can be walked again half-spent.
   st.backward_done = true;
@@ -253,6 +265,16 @@ void Tape::backward(const Var& root, const Tensor& seed, const float* host_seed)
       if (any) {
         detail::BackwardCtx ctx(rec.op, rec.inputs, rec.outputs);
         rec.backward(ctx);
+      }
+      if (ready != nullptr) {
+        const size_t index = st.records.size();  // rec's index before the pop
+        for (const auto& in : rec.inputs) {
+          if (!in->param) continue;
+          const auto it = first_use.find(in->param.get());
+          if (it == first_use.end() || it->second != index) continue;
+          first_use.erase(it);  // once, though rec may read it twice
+          (*ready)(detail::Access::make_param(in->param));
+        }
       }
       for (const auto& o : rec.outputs) {
         if (!o->retain) {

@@ -31,7 +31,8 @@
   void scatter_add_rows(const Tensor& ids, const Tensor& src, Tensor& out); \
   void gather_nll(const Tensor& logits, const Tensor& targets, Tensor& out); \
   void ce_bwd(const Tensor& logits, const Tensor& targets, float scale, Tensor& out); \
-  void dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale, Tensor& out); \
+  void dropout(const Tensor& x, uint64_t seed, uint64_t index0, uint32_t threshold, float scale, \
+               Tensor& out); \
   void unsplit_head(const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t n_head, \
                     Tensor& out); \
   void unmerge_heads(const Tensor& x, int64_t n_head, Tensor& out); \
@@ -97,7 +98,8 @@ void add_op_methods(B& be, bool with_attention_at = true) {
     static_cast<B&>(b).ce_bwd(c.in(0), c.in(1), c.attrs.scale, c.out(0));
   });
   be.add_kernel(Op::dropout, [](Backend& b, C c) {
-    static_cast<B&>(b).dropout(c.in(0), c.attrs.seed, c.attrs.threshold, c.attrs.scale, c.out(0));
+    static_cast<B&>(b).dropout(c.in(0), c.attrs.seed, c.attrs.index0, c.attrs.threshold,
+                               c.attrs.scale, c.out(0));
   });
   be.add_kernel(Op::unsplit_head, [](Backend& b, C c) {
     static_cast<B&>(b).unsplit_head(c.in(0), c.in(1), c.in(2), c.attrs.n_head, c.out(0));

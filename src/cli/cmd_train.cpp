@@ -53,6 +53,7 @@
 #include "cli/train_args.h"
 #include "forge/data.h"
 #include "forge/devices.h"
+#include "forge/dist.h"
 #include "forge/error.h"
 #include "forge/generate.h"
 #include "forge/gpt2.h"
@@ -235,15 +236,62 @@ Prepared prepare_model(const TrainArgs& a, const std::vector<Setting>& settings,
   return p;
 }
 
+/// The data-parallel job's shape for one run: this rank's share of every global batch.
+struct Ranks {
+  dist::Comm* job = nullptr;  // several ranks; null when this process trains alone
+  int rank = 0, size = 1;
+  int64_t local = 0;  // sequences of each global batch this rank trains on
+  int64_t micro = 0;  // sequences per forward pass: --micro-batch, at most `local`
+  bool lead() const { return rank == 0; }
+};
+
+/// Checks that the global batch splits evenly over the ranks (micro-batches: split_micro).
+Ranks plan_ranks(const TrainArgs& a, dist::Comm& job) {
+  Ranks r;
+  r.rank = job.rank();
+  r.size = job.size();
+  r.local = a.batch;
+  if (r.size == 1) return r;
+  r.job = &job;
+  if (parse_device(a.device) != Device::cpu())
+    fail(ErrorKind::Unsupported, "data-parallel training (" + std::to_string(r.size) +
+                                     " ranks) runs on the CPU for now: "
+                                     "--device " +
+                                     a.device +
+                                     " needs NCCL, which this build lacks (train with one rank)");
+  if (a.batch % r.size != 0)
+    fail(ErrorKind::Range, "--batch " + std::to_string(a.batch) + " does not split over " +
+                               std::to_string(r.size) +
+                               " ranks: give a multiple of the rank count");
+  r.local = a.batch / r.size;
+  return r;
+}
+
+/// A rank's micro-batches: --micro-batch sequences (its default, the whole --batch, is what
+/// one process runs; evaluation keeps using it), at most the rank's share, which it must
+/// divide.
+void split_micro(Ranks& r, const TrainArgs& a) {
+  r.micro = std::min(a.micro_batch, r.local);
+  if (r.local % r.micro != 0)
+    fail(ErrorKind::Range, "--micro-batch " + std::to_string(a.micro_batch) +
+                               " does not divide each rank's " + std::to_string(r.local) +
+                               " sequences (--batch " + std::to_string(a.batch) + " over " +
+                               std::to_string(r.size) + " ranks)");
+}
+
 int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   const auto t_start = Clock::now();
+  dist::Comm& job = dist::job();
+  const bool lead = job.rank() == 0;
   if (a.out.empty()) fail(ErrorKind::Format, "--out must name a folder");
   const fs::path out = a.out;
   std::error_code ec;
-  fs::create_directories(out, ec);
+  if (lead) fs::create_directories(out, ec);
+  job.barrier();  // the folder exists for every rank
   if (!fs::is_directory(out, ec))
     fail(ErrorKind::Io, "cannot create the output folder " + out.string());
-  train::claim_run_dir(out.string());
+  // Rank 0 owns the folder: it alone writes checkpoints and metrics.
+  if (lead) train::claim_run_dir(out.string());
   const fs::path state_path = out / kStateFile;
 
   std::map<std::string, std::string> meta;
@@ -258,6 +306,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
          "--data is required (a text file, a folder of .txt "
          "files, or a token file)");
 
+  Ranks ranks = plan_ranks(a, job);
   // Settings are checked before the (slow) data and model loading.
   train::Hyper h;
   h.steps = a.steps;
@@ -301,9 +350,12 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   dopt.tokenizer = a.tokenizer;
   dopt.cache_dir = out.string();
   dopt.val_fraction = a.val_fraction;
-  // Tokenizing a large text takes a while (once: the tokens are cached in OUT).
-  std::fprintf(stderr, "forge train: loading %s\n", a.data.c_str());
+  // Tokenizing a large text takes a while (once: the tokens are cached in OUT). Rank 0
+  // tokenizes and writes the cache; the other ranks then read it.
+  if (ranks.lead()) std::fprintf(stderr, "forge train: loading %s\n", a.data.c_str());
+  if (ranks.job && !ranks.lead()) ranks.job->barrier();
   data::Dataset dataset = data::load(dopt);
+  if (ranks.job && ranks.lead()) ranks.job->barrier();
   std::optional<Tokenizer> tok;
   if (dataset.has_tokenizer)
     tok = dataset.tokenizer;
@@ -319,6 +371,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   const gpt2::Config& cfg = prep.config;
   if (a.seq == 0) a.seq = cfg.n_ctx;
   if (a.micro_batch == 0) a.micro_batch = a.batch;
+  split_micro(ranks, a);
   h.seq = a.seq;
   h.micro_batch = a.micro_batch;
   if (a.seq > cfg.n_ctx)
@@ -336,11 +389,11 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   gpt2::Model model =
       prep.init ? std::move(*prep.init) : gpt2::Model::random(cfg, a.seed, parse_device(a.device));
   prep.init.reset();
-  train::Trainer trainer(model, h);
+  train::Trainer trainer(model, h, ranks.job);
 
   // The sampler shares the training tokens (moved, not copied: they may be large).
   const auto train_tokens = std::make_shared<const std::vector<uint32_t>>(std::move(dataset.train));
-  data::BatchSampler sampler(train_tokens, a.micro_batch, a.seq, a.seed);
+  data::BatchSampler sampler(train_tokens, ranks.micro, a.seq, a.seed);
   double elapsed_before = 0;
   if (a.resume) {
     try {
@@ -358,7 +411,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
       data::sequential_batches(dataset.val, a.micro_batch, a.seq, a.eval_batches);
 
   train::MetricsLog metrics((out / kMetricsFile).string());
-  metrics.truncate_to(first_step);  // a fresh run: an empty file
+  if (lead) metrics.truncate_to(first_step);  // a fresh run: an empty file
 
   const ordered_json settings_now = settings_json(a, settings);
   char params_text[32];
@@ -393,27 +446,32 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
     saved_step = step;
   };
 
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
-  Progress progress(a.steps, first_step, stderr, tty);
-  std::fprintf(stderr,
+  // Only rank 0 reports; the other ranks' progress goes nowhere.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> quiet(nullptr, std::fclose);
+  if (!lead) quiet.reset(std::fopen("/dev/null", "w"));
+  std::FILE* const report = lead || !quiet ? stderr : quiet.get();
+  const bool tty = lead && ::isatty(STDERR_FILENO) != 0;
+  Progress progress(a.steps, first_step, report, tty);
+  std::fprintf(report,
                "forge train: %.2fM parameters (%lld layers, %lld heads, %lld wide, ctx %lld, "
-               "vocab %lld); %zu train + %zu val tokens; batch %lld x %lld tokens%s; %d "
+               "vocab %lld); %zu train + %zu val tokens; batch %lld x %lld tokens%s; %s%d "
                "thread%s\n",
                static_cast<double>(cfg.num_params()) / 1e6, static_cast<long long>(cfg.n_layer),
                static_cast<long long>(cfg.n_head), static_cast<long long>(cfg.n_embd),
                static_cast<long long>(cfg.n_ctx), static_cast<long long>(cfg.vocab_size),
                train_tokens->size(), dataset.val.size(), static_cast<long long>(a.batch),
                static_cast<long long>(a.seq),
-               a.micro_batch < a.batch
-                   ? (" (micro-batches of " + std::to_string(a.micro_batch) + ")").c_str()
+               ranks.micro < ranks.local
+                   ? (" (micro-batches of " + std::to_string(ranks.micro) + ")").c_str()
                    : "",
+               ranks.size > 1 ? (std::to_string(ranks.size) + " ranks x ").c_str() : "",
                num_threads(), num_threads() == 1 ? "" : "s");
   if (a.resume)
-    std::fprintf(stderr, "forge train: resuming at step %lld of %lld%s\n",
+    std::fprintf(report, "forge train: resuming at step %lld of %lld%s\n",
                  static_cast<long long>(first_step), static_cast<long long>(a.steps),
                  first_step >= a.steps ? " (the run is already complete)" : "");
   if (val_batches.empty() && a.val_fraction > 0)
-    std::fprintf(stderr,
+    std::fprintf(report,
                  "forge train: warning: the validation split (%zu tokens) is shorter than one "
                  "sequence; no validation loss\n",
                  dataset.val.size());
@@ -443,11 +501,23 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   int64_t tokens_done = 0, steps_done = 0, eval_step = -1;
   int64_t step = first_step;
   std::string stop_reason;
-  const int64_t micro_steps = a.batch / a.micro_batch;
+  // The ranks stop together: a signal that any of them got stops all at the same step.
+  auto agreed_signal = [&]() -> int {
+    const int mine = train::stop_signal();
+    if (!ranks.job) return mine;
+    double got[2] = {mine == SIGINT ? 1.0 : 0.0, mine == SIGTERM ? 1.0 : 0.0};
+    ranks.job->sum(got, 2);
+    return got[0] > 0 ? SIGINT : got[1] > 0 ? SIGTERM : 0;
+  };
+  const int64_t micro_steps = ranks.local / ranks.micro;
   while (step < a.steps) {
+    // Each global batch is the sampler's next a.batch windows; this rank takes its slice.
     std::vector<data::Batch> micro;
     micro.reserve(static_cast<size_t>(micro_steps));
+    const uint64_t batch_start = sampler.position();
+    sampler.seek(batch_start + static_cast<uint64_t>(ranks.rank * ranks.local));
     for (int64_t i = 0; i < micro_steps; ++i) micro.push_back(sampler.next());
+    sampler.seek(batch_start + static_cast<uint64_t>(a.batch));
     const train::StepStats s = trainer.step(micro);
     step = s.step;
     ++steps_done;
@@ -460,30 +530,32 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
     ordered_json rec = {{"step", s.step},           {"loss", s.loss}, {"lr", s.lr},
                         {"grad_norm", s.grad_norm}, {"tok_s", tok_s}, {"time", elapsed()}};
     if (s.skipped) rec["skipped"] = true;
-    if (!val_batches.empty() &&
+    if (lead && !val_batches.empty() &&
         ((a.eval_every > 0 && step % a.eval_every == 0) || step == a.steps)) {
       last_val = trainer.evaluate(val_batches);
       eval_step = step;
       rec["val_loss"] = last_val;
       progress.note("step " + std::to_string(step) + ": val loss " + fmt_loss(last_val));
     }
-    metrics.append(rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    if (a.sample_every > 0 && step % a.sample_every == 0) sample(step);
+    if (lead) metrics.append(rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (lead && a.sample_every > 0 && step % a.sample_every == 0) sample(step);
 
-    if (train::stop_signal() != 0) {
-      stop_reason = train::stop_signal() == SIGINT ? "SIGINT" : "SIGTERM";
+    if (const int sig = agreed_signal(); sig != 0) {
+      stop_reason = sig == SIGINT ? "SIGINT" : "SIGTERM";
       break;
     }
     if (a.stop_after > 0 && steps_done >= a.stop_after && step < a.steps) {
       stop_reason = "--stop-after";
       break;
     }
-    if (a.save_every > 0 && step % a.save_every == 0 && step < a.steps) save(step);
+    if (lead && a.save_every > 0 && step % a.save_every == 0 && step < a.steps) save(step);
   }
   progress.finish();
-  if (saved_step != step || !fs::exists(out / "model.safetensors", ec)) save(step);
+  if (lead && (saved_step != step || !fs::exists(out / "model.safetensors", ec))) save(step);
+  job.barrier();  // no rank leaves (and ends the job) before rank 0 has saved
 
   const bool interrupted = stop_reason == "SIGINT" || stop_reason == "SIGTERM";
+  if (!lead) return interrupted ? 128 + (stop_reason == "SIGINT" ? SIGINT : SIGTERM) : 0;
   if (!stop_reason.empty())
     std::fprintf(stderr,
                  "forge train: stopped at step %lld of %lld (%s); checkpoint saved in %s; "
@@ -505,6 +577,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
         {"stopped", stop_reason.empty() ? ordered_json(nullptr) : ordered_json(stop_reason)},
         {"params", cfg.num_params()},
         {"threads", num_threads()},
+        {"ranks", ranks.size},
         {"settings", settings_now}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -527,7 +600,19 @@ void register_train(CLI::App& app, Action& action) {
   auto settings = std::make_shared<std::vector<Setting>>();
   add_train_options(*cmd, *a, *settings);
   cmd->callback([&action, a, settings] {
-    action = [a, settings]() -> int { return run_train(*a, *settings); };
+    action = [a, settings]() -> int {
+      try {
+        return run_train(*a, *settings);
+      } catch (const std::exception& e) {
+        // One rank's error would leave the others waiting for it forever: end the job.
+        if (dist::mpi_unavailable_reason().empty() && dist::job().size() > 1) {
+          std::fprintf(stderr, "error: rank %d of %d: %s\n", dist::job().rank(), dist::job().size(),
+                       e.what());
+          dist::job().abort(1);
+        }
+        throw;
+      }
+    };
   });
 }
 

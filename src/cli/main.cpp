@@ -1,6 +1,7 @@
 // forge — the command-line entry point. Builds the app (app.cpp: the global options and one
 // cmd_*.cpp per subcommand), applies the global options, and turns every failure into
 // "error: <message>" on stderr + exit 1.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -12,6 +13,7 @@
 #endif
 
 #include "cli/app.h"
+#include "forge/dist.h"
 #include "forge/error.h"
 #include "forge/threads.h"
 
@@ -39,7 +41,13 @@ int run(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
-    if (threads > 0) forge::set_num_threads(threads);
+    if (threads > 0) {
+      forge::set_num_threads(threads);
+    } else if (const int local = forge::dist::launcher_local_size(); local > 1) {
+      // mpirun put several ranks on this host: each takes its share of the cores (as
+      // torchrun sets OMP_NUM_THREADS), unless --threads or FORGE_NUM_THREADS says otherwise.
+      forge::set_num_threads(std::max(1, forge::num_threads() / local));
+    }
     if (!action) return report_error("no action for this subcommand (run 'forge --help')");
     const int rc = action();
     // A full disk or closed pipe must not pass for success.

@@ -86,7 +86,7 @@ void scale_(Tensor& x, float s) {
   }
 }
 
-Tensor dropout(const Tensor& x, float p, uint64_t seed) {
+Tensor dropout(const Tensor& x, float p, uint64_t seed, uint64_t index0) {
   const char* op = "dropout";
   check_f32(op, "x", x);
   Backend& be = same_device(op, {&x});
@@ -100,6 +100,7 @@ Tensor dropout(const Tensor& x, float p, uint64_t seed) {
     OpAttrs at;
     at.scale = keep_scale;
     at.seed = seed;
+    at.index0 = index0;
     at.threshold = dropout_threshold(p);
     run(be, op, Op::dropout, {&x}, {&out}, at);
   }

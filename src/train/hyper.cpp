@@ -130,9 +130,10 @@ Hyper hyper_from_json(const std::string& text, const std::string& source) {
   return h;
 }
 
-uint64_t micro_batch_seed(uint64_t seed, int64_t step, int64_t micro) {
-  return dropout_site_seed(dropout_site_seed(seed, static_cast<uint64_t>(step)),
-                           static_cast<uint64_t>(micro));
+uint64_t step_dropout_seed(uint64_t seed, int64_t step) {
+  // The second mix (of 0) keeps the masks of runs made when each micro-batch had a seed of
+  // its own (micro-batch 0's), so one-micro-batch runs draw what they always drew.
+  return dropout_site_seed(dropout_site_seed(seed, static_cast<uint64_t>(step)), 0);
 }
 
 }  // namespace forge::train

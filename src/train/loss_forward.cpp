@@ -51,19 +51,25 @@ struct VarWeights {
 };
 
 /// definition.h's ops over Vars: the fused functions of autograd.h, dropout p with site s's
-/// seed dropout_site_seed(seed, s).
+/// seed dropout_site_seed(seed, s), each sequence's elements keyed by their index in the
+/// whole batch (the rows are sequences first_seq, first_seq + 1, ... of it).
 struct VarOps {
   float p = 0;
   uint64_t seed = 0;
   int64_t B = 0, T = 0, C = 0, H = 0;
+  int64_t first_seq = 0;
   std::function<ag::Var(const ag::Var&)> head;
 
   uint64_t at(uint64_t site) const { return dropout_site_seed(seed, site); }
+  /// The mask index of this batch's first element, for a tensor of per_seq elements a sequence.
+  uint64_t index0(int64_t per_seq) const { return static_cast<uint64_t>(first_seq * per_seq); }
   ag::Var embedding(const Tensor& ids, const ag::Var& table) const {
     return ag::embedding(ids, table);
   }
   ag::Var add(const ag::Var& a, const ag::Var& b) const { return ag::add(a, b); }
-  ag::Var dropout(const ag::Var& x, uint64_t site) const { return ag::dropout(x, p, at(site)); }
+  ag::Var dropout(const ag::Var& x, uint64_t site) const {
+    return ag::dropout(x, p, at(site), index0(x.shape().numel() / B));
+  }
   ag::Var layernorm(const ag::Var& x, const ag::Var& g, const ag::Var& b, float eps) const {
     return ag::layernorm(x, g, b, eps);
   }
@@ -75,17 +81,19 @@ struct VarOps {
       const ag::Var& x, const ag::Var& a, const ag::Var& w1, const ag::Var& b1, const ag::Var& g,
       const ag::Var& beta, float eps, const ag::Var& w2, const MatmulSpec& spec, const ag::Var& b2,
       uint64_t site, const MatmulSpec& /*spec1*/) const {
-    auto r = ag::matmul_add_layernorm_matmul(x, a, w1, b1, g, beta, eps, w2, spec, b2, p, at(site));
+    auto r = ag::matmul_add_layernorm_matmul(x, a, w1, b1, g, beta, eps, w2, spec, b2, p, at(site),
+                                             index0(T * C));
     return {r[0], r[1]};
   }
   ag::Var matmul_add(const ag::Var& x, const ag::Var& a, const ag::Var& w,
                      const MatmulSpec& /*spec*/, const ag::Var& bias, uint64_t site) const {
-    return ag::matmul_add(x, a, w, bias, p, at(site));
+    return ag::matmul_add(x, a, w, bias, p, at(site), index0(T * C));
   }
   // Training's weights are f32 [in, out] (train::parameters refuses others): no spec changes.
   MatmulSpec spec(const ag::Var& /*w*/, MatmulSpec s) const { return s; }
   ag::Var attention(size_t /*layer*/, const ag::Var& qkv, uint64_t site) const {
-    const ag::Var y = ag::attention(ag::reshape(qkv, {B, T, 3 * C}), H, p, at(site));
+    const ag::Var y =
+        ag::attention(ag::reshape(qkv, {B, T, 3 * C}), H, p, at(site), index0(H * T * T));
     return ag::reshape(y, {B * T, C});
   }
   ag::Var head_rows(const ag::Var& x) const { return x; }
@@ -105,7 +113,7 @@ std::vector<ag::Parameter> parameters(gpt2::Model& model) {
 
 ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
                      const std::vector<ag::Parameter>& params, const Tensor& inputs,
-                     const Tensor& targets, float dropout, uint64_t seed) {
+                     const Tensor& targets, float dropout, uint64_t seed, int64_t first_sequence) {
   const char* fn = "train::loss_forward";
   const gpt2::Config& c = model.config();
   const gpt2::Weights& w = model.weights();
@@ -128,6 +136,9 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
   }
   if (!(dropout >= 0.0f && dropout < 1.0f))
     fail(fn, ErrorKind::Range, "dropout must be in [0, 1), got " + std::to_string(dropout));
+  if (first_sequence < 0)
+    fail(fn, ErrorKind::Range,
+         "first_sequence must be >= 0, got " + std::to_string(first_sequence));
   check_ids(fn, "inputs", inputs, c);
   check_ids(fn, "targets", targets, c);
   if (targets.shape() != inputs.shape())
@@ -165,6 +176,7 @@ ag::Var loss_forward(ag::Tape& tape, const gpt2::Model& model,
   VarOps ops;
   ops.p = dropout;
   ops.seed = seed;
+  ops.first_seq = first_sequence;
   ops.B = B;
   ops.T = T;
   ops.C = c.n_embd;

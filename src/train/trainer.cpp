@@ -40,9 +40,15 @@ void check_batch(const char* fn, const data::Batch& b, size_t index) {
 /// to rows x V floats (256 x 50257 x 4 B = 51 MB) whatever the batch.
 constexpr int64_t kEvalRows = 256;
 
+/// Gradient bucket size of data-parallel steps (PyTorch DDP's default, 25 MiB): large
+/// enough that a reduction's latency is paid rarely, small enough that the first buckets
+/// start early in the backward pass.
+constexpr size_t kBucketBytes = size_t{25} << 20;
+
 }  // namespace
 
-Trainer::Trainer(gpt2::Model& model, const Hyper& hyper) : impl_(std::make_shared<Impl>()) {
+Trainer::Trainer(gpt2::Model& model, const Hyper& hyper, dist::Comm* job)
+    : impl_(std::make_shared<Impl>()) {
   const char* fn = "train::Trainer";
   hyper.validate();
   if (hyper.seq > model.config().n_ctx)
@@ -60,6 +66,10 @@ Trainer::Trainer(gpt2::Model& model, const Hyper& hyper) : impl_(std::make_share
     // Matrices (Linear weights, embeddings, an untied head) decay; biases and LayerNorm
     // parameters do not (GPT-2/nanoGPT practice).
     s.decay.push_back(v.rank() >= 2);
+  }
+  if (job != nullptr && job->size() > 1) {
+    s.comm = job;
+    s.sync = std::make_unique<GradSync>(*job, s.params, kBucketBytes);
   }
 }
 
@@ -79,8 +89,14 @@ StepStats Trainer::step(const std::vector<data::Batch>& micro_batches) {
   const auto t0 = std::chrono::steady_clock::now();
   StepStats st;
   const int64_t n = static_cast<int64_t>(micro_batches.size());
-  // Each micro-batch's loss enters with weight 1/n: the gradient of the mean loss.
-  const float seed_grad = 1.0f / static_cast<float>(n);
+  const int ranks = s.comm != nullptr ? s.comm->size() : 1;
+  const int64_t rows = micro_batches[0].inputs.dim(0);  // sequences per micro-batch
+  // This rank's sequences in the global batch of ranks x n micro-batches.
+  const int64_t first = (s.comm != nullptr ? s.comm->rank() : 0) * n * rows;
+  // Each micro-batch's loss enters with weight 1/(n ranks): the gradient of the mean loss
+  // once the ranks' gradients are summed.
+  const float seed_grad = 1.0f / static_cast<float>(n * ranks);
+  const uint64_t seed = step_dropout_seed(s.hyper.seed, s.steps_done);
   ag::zero_grad(s.params);
   std::vector<PendingRead> losses;  // read once all micro-batches are queued
   for (int64_t i = 0; i < n; ++i) {
@@ -89,16 +105,22 @@ StepStats Trainer::step(const std::vector<data::Batch>& micro_batches) {
     // the gradient norm.
     const data::Batch& b = micro_batches[static_cast<size_t>(i)];
     ag::Tape tape;
-    const ag::Var loss =
-        loss_forward(tape, *s.model, s.params, b.inputs, b.targets, s.hyper.dropout,
-                     micro_batch_seed(s.hyper.seed, s.steps_done, i));
+    const ag::Var loss = loss_forward(tape, *s.model, s.params, b.inputs, b.targets,
+                                      s.hyper.dropout, seed, first + i * rows);
     losses.push_back(read_async(loss.value()));
-    tape.backward(loss, seed_grad);
-    st.tokens += b.inputs.numel();
+    if (s.sync && i == n - 1)  // the last pass completes each gradient: sum it at once
+      tape.backward(loss, seed_grad, [&](const ag::Parameter& p) { s.sync->ready(p); });
+    else
+      tape.backward(loss, seed_grad);
+    st.tokens += b.inputs.numel() * ranks;
   }
   double loss_sum = 0.0;
   for (PendingRead& l : losses) loss_sum += static_cast<double>(l.get<float>()[0]);
-  st.loss = loss_sum / static_cast<double>(n);
+  if (s.sync) {
+    s.sync->finish();
+    s.comm->sum(&loss_sum, 1);
+  }
+  st.loss = loss_sum / static_cast<double>(n * ranks);
   st.grad_norm = s.hyper.clip > 0.0 ? ag::clip_grad_norm(s.params, s.hyper.clip)
                                     : ag::global_grad_norm(s.params);
   st.lr = learning_rate(s.hyper, s.steps_done);

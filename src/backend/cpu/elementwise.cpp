@@ -64,15 +64,15 @@ void CpuBackend::scale(const Tensor& x, float s, Tensor& out) {
   });
 }
 
-void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
-                         Tensor& out) {
+void CpuBackend::dropout(const Tensor& x, uint64_t seed, uint64_t index0, uint32_t threshold,
+                         float scale, Tensor& out) {
   const float* px = x.data<float>();
   float* po = out.data<float>();
   // The mask depends only on (seed, flat index), so any split over threads gives the same
   // result, bit for bit, as every other backend.
   const auto span = pick(dropout_avx512, dropout_avx2, dropout_loop);
   parallel_for(x.numel(), kGrainElems, [&](int64_t i0, int64_t i1) {
-    span(px + i0, po + i0, i1 - i0, static_cast<uint64_t>(i0), seed, threshold, scale);
+    span(px + i0, po + i0, i1 - i0, index0 + static_cast<uint64_t>(i0), seed, threshold, scale);
   });
 }
 

@@ -62,11 +62,11 @@ void CudaBackend::scale(const Tensor& x, float s, Tensor& out) {
   kernels_->launch("forge_scale", grid_for(n), kBlock, 0, ptr(x), ptr(out), s, n);
 }
 
-void CudaBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float scale,
-                          Tensor& out) {
+void CudaBackend::dropout(const Tensor& x, uint64_t seed, uint64_t index0, uint32_t threshold,
+                          float scale, Tensor& out) {
   const int64_t n = x.numel();
-  kernels_->launch("forge_dropout", grid_for(n), kBlock, 0, ptr(x), ptr(out), n, seed, threshold,
-                   scale);
+  kernels_->launch("forge_dropout", grid_for(n), kBlock, 0, ptr(x), ptr(out), n, seed, index0,
+                   threshold, scale);
 }
 
 void CudaBackend::adamw(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

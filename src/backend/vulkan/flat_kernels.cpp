@@ -56,13 +56,14 @@ void VulkanBackend::gelu_bwd(const Tensor& x, const Tensor& dy, Tensor& dx) {
   });
 }
 
-void VulkanBackend::dropout(const Tensor& x, uint64_t seed, uint32_t threshold, float s,
-                            Tensor& o) {
+void VulkanBackend::dropout(const Tensor& x, uint64_t seed, uint64_t index0, uint32_t threshold,
+                            float s, Tensor& o) {
   std::lock_guard<std::recursive_mutex> lock(ctx_->mutex());
-  // One binding: the mask hashes the element's index in x (activations fit a binding).
+  // One binding (activations fit one); the mask's index is index0 + the index in x, whose
+  // 64-bit sum the shader forms from 32-bit halves.
   run_1d("dropout", {in(x), out(o)},
-         {u(x.numel()), static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), threshold,
-          f(s)},
+         {u(x.numel()), static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+          static_cast<uint32_t>(index0), static_cast<uint32_t>(index0 >> 32), threshold, f(s)},
          x.numel());
 }
 

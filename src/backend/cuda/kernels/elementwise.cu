@@ -27,13 +27,13 @@ extern "C" __global__ void forge_scale(const float* x, float* out, float s, i64 
   FORGE_GRID_STRIDE(i, n) out[i] = x[i] * s;
 }
 
-// x, out: [n]. Element i is kept iff (dropout_hash(seed, i) >> 8) >= threshold, and then
-// multiplied by scale = 1 / (1 - p) (formed on the host). The mask depends only on (seed, i),
-// so it is bit-identical to the CPU's whatever the launch shape.
-extern "C" __global__ void forge_dropout(const float* x, float* out, i64 n, u64 seed,
+// x, out: [n]. Element i is kept iff (dropout_hash(seed, index0 + i) >> 8) >= threshold, and
+// then multiplied by scale = 1 / (1 - p) (formed on the host). The mask depends only on
+// (seed, index0 + i), so it is bit-identical to the CPU's whatever the launch shape.
+extern "C" __global__ void forge_dropout(const float* x, float* out, i64 n, u64 seed, u64 index0,
                                          u32 threshold, float scale) {
   FORGE_GRID_STRIDE(i, n) {
-    const bool keep = (forge_dropout_hash(seed, (u64)i) >> 8) >= threshold;
+    const bool keep = (forge_dropout_hash(seed, index0 + (u64)i) >> 8) >= threshold;
     out[i] = keep ? x[i] * scale : 0.0f;
   }
 }

@@ -53,6 +53,7 @@ struct OpAttrs {
   int64_t pos = 0;          // attention: the first new cache row
   float scale = 1.0f;       // ce_bwd, scale, dropout (1 / (1 - p))
   uint64_t seed = 0;        // dropout
+  uint64_t index0 = 0;      // dropout: x's first element's index in the mask
   uint32_t threshold = 0;   // dropout: dropout_threshold(p)
   AdamWStep adamw{};        // adamw
 };

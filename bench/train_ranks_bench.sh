@@ -1,0 +1,56 @@
+#!/bin/sh
+# Data-parallel training on the CPU: `forge train` as 1 process x 2 threads against
+# `mpirun -np 2` x 1 thread, same global batch, alternating, ROUNDS rounds each.
+#
+#   bench/train_ranks_bench.sh [PRESET] [BATCH] [SEQ] [STEPS] [ROUNDS]
+#   (defaults: mini 8 128 12 3; the SOTU corpus of scripts/fetch_corpus.sh, GPT-2's BPE)
+#
+# Prints each run's median step tok/s (steps 3.. of metrics.jsonl: the first two warm the
+# allocator) and the medians over rounds. FORGE_BUILD_DIR picks the build.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+preset=${1:-mini}
+batch=${2:-8}
+seq=${3:-128}
+steps=${4:-12}
+rounds=${5:-3}
+forge=${FORGE_BUILD_DIR:-$root/build}/forge
+[ -x "$forge" ] || { echo "error: $forge not found (build first, or set FORGE_BUILD_DIR)" >&2; exit 1; }
+command -v mpirun > /dev/null || { echo "error: mpirun not found (scripts/setup.sh installs openmpi-bin)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+args="train --data $root/data/sotu --preset $preset --batch $batch --seq $seq --steps $steps
+      --eval-every 0 --sample-every 0 --save-every 0 --dropout 0.1"
+# Tokenize once, outside the timed runs (each run copies the cache).
+"$forge" $args --out "$tmp/cache" --steps 1 --threads 2 > /dev/null 2>&1
+
+median_tok_s() {  # metrics.jsonl -> the median tok/s of steps 3..
+  /usr/bin/python3 -c '
+import json, statistics, sys
+v = [json.loads(l)["tok_s"] for l in open(sys.argv[1])][2:]
+print(round(statistics.median(v)))' "$1"
+}
+
+: > "$tmp/one" ; : > "$tmp/two"
+r=1
+while [ "$r" -le "$rounds" ]; do
+  rm -rf "$tmp/run"; mkdir "$tmp/run"; cp "$tmp/cache"/tokens.* "$tmp/run/"
+  "$forge" $args --out "$tmp/run" --threads 2 > /dev/null 2>&1
+  median_tok_s "$tmp/run/metrics.jsonl" >> "$tmp/one"
+  rm -rf "$tmp/run"; mkdir "$tmp/run"; cp "$tmp/cache"/tokens.* "$tmp/run/"
+  mpirun -np 2 --bind-to none --mca btl_vader_single_copy_mechanism none \
+    "$forge" $args --out "$tmp/run" --threads 1 > /dev/null 2>&1
+  median_tok_s "$tmp/run/metrics.jsonl" >> "$tmp/two"
+  echo "round $r: 1 rank x 2 threads $(tail -1 "$tmp/one") tok/s, 2 ranks x 1 thread $(tail -1 "$tmp/two") tok/s"
+  r=$((r + 1))
+done
+/usr/bin/python3 - "$tmp/one" "$tmp/two" <<'PY'
+import statistics, sys
+one = [float(x) for x in open(sys.argv[1])]
+two = [float(x) for x in open(sys.argv[2])]
+m1, m2 = statistics.median(one), statistics.median(two)
+print(f"median: 1 rank x 2 threads {m1:.0f} tok/s, 2 ranks x 1 thread {m2:.0f} tok/s, ratio {m2 / m1:.2f}")
+PY
