@@ -22,7 +22,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-args="train --data $root/data/sotu --preset $preset --batch $batch --seq $seq --steps $steps
+args="train --data $root/data/sotu --preset $preset --batch $batch --seq $seq
       --eval-every 0 --sample-every 0 --save-every 0 --dropout 0.1"
 # Tokenize once, outside the timed runs (each run copies the cache).
 "$forge" $args --out "$tmp/cache" --steps 1 --threads 2 > /dev/null 2>&1
@@ -38,11 +38,11 @@ print(round(statistics.median(v)))' "$1"
 r=1
 while [ "$r" -le "$rounds" ]; do
   rm -rf "$tmp/run"; mkdir "$tmp/run"; cp "$tmp/cache"/tokens.* "$tmp/run/"
-  "$forge" $args --out "$tmp/run" --threads 2 > /dev/null 2>&1
+  "$forge" $args --steps "$steps" --out "$tmp/run" --threads 2 > /dev/null 2>&1
   median_tok_s "$tmp/run/metrics.jsonl" >> "$tmp/one"
   rm -rf "$tmp/run"; mkdir "$tmp/run"; cp "$tmp/cache"/tokens.* "$tmp/run/"
   mpirun -np 2 --bind-to none --mca btl_vader_single_copy_mechanism none \
-    "$forge" $args --out "$tmp/run" --threads 1 > /dev/null 2>&1
+    "$forge" $args --steps "$steps" --out "$tmp/run" --threads 1 > /dev/null 2>&1
   median_tok_s "$tmp/run/metrics.jsonl" >> "$tmp/two"
   echo "round $r: 1 rank x 2 threads $(tail -1 "$tmp/one") tok/s, 2 ranks x 1 thread $(tail -1 "$tmp/two") tok/s"
   r=$((r + 1))

@@ -22,7 +22,8 @@ class Comm {
   virtual int local_size() const = 0;
 
   /// Starts summing data[0, n) across ranks, in place, without waiting: every rank ends with
-  /// the sum once finish() returns. data must stay untouched until then.
+  /// the sum once finish() returns. data must stay untouched until then. The sums run one
+  /// after another, in the order started.
   virtual void start_sum(float* data, size_t n) = 0;
   /// Lets the reductions started so far advance (MPI moves a non-blocking reduction only
   /// inside MPI calls): call it now and then while computing.

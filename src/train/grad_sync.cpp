@@ -25,20 +25,28 @@ void GradSync::ready(const ag::Parameter& p) {
     if (&params_[i].value() == &p.value()) index = i;
   if (index == params_.size())
     throw Error(ErrorKind::Shape, "train::GradSync: " + p.name() + " is not a trained parameter");
-  if (!open_) {
-    if (used_ == buckets_.size()) buckets_.emplace_back();
-    Bucket& b = buckets_[used_++];
-    b.params.clear();
-    b.data.clear();
-    open_ = true;
-  }
-  Bucket& b = buckets_[used_ - 1];
   const Tensor& g = p.grad();
   const float* src = g.data<float>();
-  b.data.insert(b.data.end(), src, src + g.numel());
-  b.params.push_back(index);
-  if (b.data.size() >= bucket_floats_) start(b);
+  const auto n = static_cast<size_t>(g.numel());
+  for (size_t done = 0; done < n;) {
+    if (!open_) open_bucket();
+    Bucket& b = buckets_[used_ - 1];
+    const size_t take = std::min(n - done, bucket_floats_ - b.data.size());
+    b.data.insert(b.data.end(), src + done, src + done + take);
+    b.pieces.push_back({index, done, take});
+    done += take;
+    if (b.data.size() == bucket_floats_) start(b);
+  }
   comm_.progress();  // let the buckets already on their way advance
+}
+
+void GradSync::open_bucket() {
+  if (used_ == buckets_.size()) buckets_.emplace_back();
+  Bucket& b = buckets_[used_++];
+  b.pieces.clear();
+  b.data.clear();
+  b.data.reserve(bucket_floats_);
+  open_ = true;
 }
 
 void GradSync::start(Bucket& b) {
@@ -52,11 +60,10 @@ void GradSync::finish() {
   for (size_t k = 0; k < used_; ++k) {
     const Bucket& b = buckets_[k];
     size_t at = 0;
-    for (size_t i : b.params) {
-      Tensor g = params_[i].grad();  // a handle on the gradient's storage
-      const auto n = static_cast<size_t>(g.numel());
-      std::memcpy(g.data<float>(), b.data.data() + at, n * sizeof(float));
-      at += n;
+    for (const Piece& piece : b.pieces) {
+      Tensor g = params_[piece.param].grad();  // a handle on the gradient's storage
+      std::memcpy(g.data<float>() + piece.offset, b.data.data() + at, piece.count * sizeof(float));
+      at += piece.count;
     }
   }
   used_ = 0;

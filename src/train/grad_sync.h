@@ -14,8 +14,9 @@ namespace forge::train {
 
 class GradSync {
  public:
-  /// Buckets of about bucket_bytes each (one parameter larger than that is a bucket alone).
-  /// The parameters' gradients must be host (CPU) tensors.
+  /// Buckets of bucket_bytes (the last one of a step smaller): gradients are packed back to
+  /// back, a large one split over several buckets. The parameters' gradients must be host
+  /// (CPU) tensors.
   GradSync(dist::Comm& comm, const std::vector<ag::Parameter>& params, size_t bucket_bytes);
 
   /// p's gradient is complete on this rank (Tape::backward's GradReady): adds it to the open
@@ -27,10 +28,16 @@ class GradSync {
   void finish();
 
  private:
-  struct Bucket {
-    std::vector<size_t> params;  // indices into params_
-    std::vector<float> data;     // their gradients, back to back
+  struct Piece {
+    size_t param;   // index into params_
+    size_t offset;  // of the piece's first element in that parameter's gradient
+    size_t count;
   };
+  struct Bucket {
+    std::vector<Piece> pieces;  // in packing order
+    std::vector<float> data;    // their elements, back to back
+  };
+  void open_bucket();
   void start(Bucket& b);
 
   dist::Comm& comm_;
