@@ -144,8 +144,8 @@ void add_training(Cases& cs) {
   for (const Dims& d : std::vector<Dims>{{7}, {33, 785}}) {
     for (uint64_t index0 :
          {uint64_t{1}, uint64_t{12345}, (uint64_t{1} << 32) - 100, uint64_t{0x123456789ABull}}) {
-      const float p = 0.3f;
-      const uint64_t seed = 77;
+      float p = 0.3f;  // not const: clang would call their captures needless
+      uint64_t seed = 77;
       cs.add(
           "dropout", "p=0.3,seed=77,index0=" + std::to_string(index0), dims_str(d),
           [d](CaseRng& r) { return Inputs{F(r, d)}; },
