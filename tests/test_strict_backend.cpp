@@ -6,21 +6,27 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/host_memory.h"
 #include "forge/backend.h"
 #include "forge/data.h"
+#include "forge/device_group.h"
 #include "forge/device_queue.h"
+#include "forge/dist.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
 #include "forge/ops.h"
 #include "forge/train.h"
+#include "train_test_util.h"
 
 namespace forge::test {
 namespace {
@@ -110,6 +116,12 @@ class StrictBackend final : public Backend {
   void replay(const Graph&) override {
     throw Error(ErrorKind::Backend, "strict: recorded commands cannot be replayed");
   }
+  // A one-rank group (a sum is the identity) that records what it was given.
+  std::unique_ptr<DeviceGroup> join_group(const std::vector<uint8_t>& id, int rank,
+                                          int size) override;
+  std::vector<uint8_t> new_group_id() override { return {7, 7, 7}; }
+  std::vector<int64_t> group_sums;  // each started sum's length
+  int group_finishes = 0;
 
   std::atomic<bool> armed{false};
   std::atomic<int64_t> async_reads{0};
@@ -119,6 +131,36 @@ class StrictBackend final : public Backend {
   std::map<uint64_t, std::vector<unsigned char>> pending_;
   uint64_t last_ = 0;
 };
+
+class StrictGroup final : public DeviceGroup {
+ public:
+  explicit StrictGroup(StrictBackend& b) : b_(b) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void start_sum(Tensor& t) override {
+    if (t.device() != b_.info().device) throw Error(ErrorKind::Device, "strict group: device");
+    b_.group_sums.push_back(t.numel());
+  }
+  void finish() override { ++b_.group_finishes; }
+  void set_timeline(bool on) override { on_ = on; }
+  std::vector<GroupSpan> timeline() override {
+    if (!on_) return {};
+    return {{"compute", "ready 0", 1.0, 1.0},
+            {"sum", "sum 0", 1.5, 2.0},
+            {"compute", "finish", 3.0, 3.0}};
+  }
+
+ private:
+  StrictBackend& b_;
+  bool on_ = false;
+};
+
+std::unique_ptr<DeviceGroup> StrictBackend::join_group(const std::vector<uint8_t>& id, int rank,
+                                                       int size) {
+  if (id != std::vector<uint8_t>{7, 7, 7} || rank != 0 || size != 1)
+    throw Error(ErrorKind::Backend, "strict: a group of one, id 7 7 7");
+  return std::make_unique<StrictGroup>(*this);
+}
 
 StrictBackend& strict() {
   static StrictBackend* b = [] {
@@ -148,6 +190,28 @@ const Device kStrict("strict", 0);
 gpt2::Config tiny() { return gpt2::Config::preset("tiny"); }
 
 std::vector<uint32_t> prompt() { return {3, 141, 59, 26, 53, 58, 97}; }
+
+std::vector<uint32_t> strict_text() {
+  std::vector<uint32_t> text;
+  for (uint32_t i = 0; i < 300; ++i) text.push_back((i * 37 + i / 7) % 256);
+  return text;
+}
+
+/// Step `step`'s two micro-batches [2, 16] of `text`.
+std::vector<data::Batch> two_micro_batches(const std::vector<uint32_t>& text, int step) {
+  std::vector<data::Batch> out;
+  for (int m = 0; m < 2; ++m) {
+    std::vector<uint32_t> in, tg;
+    for (int b = 0; b < 2; ++b)
+      for (int t = 0; t < 16; ++t) {
+        const size_t at = static_cast<size_t>(step * 50 + m * 20 + b * 9 + t);
+        in.push_back(text[at]);
+        tg.push_back(text[at + 1]);
+      }
+    out.push_back({Tensor::from_vector(in, {2, 16}), Tensor::from_vector(tg, {2, 16})});
+  }
+  return out;
+}
 
 TEST(StrictBackend, RefusesSynchronousReadsAndReplays) {
   strict();
@@ -212,8 +276,7 @@ TEST(StrictBackend, GreedyDecodingAndKvCacheStepsMatchTheCpu) {
 
 TEST(StrictBackend, EvalAndTrainingStepsMatchTheCpu) {
   strict();
-  std::vector<uint32_t> text;
-  for (uint32_t i = 0; i < 300; ++i) text.push_back((i * 37 + i / 7) % 256);
+  const std::vector<uint32_t> text = strict_text();
   const gpt2::Model cpu_eval = gpt2::Model::random(tiny(), 9);
   const gpt2::Model dev_eval = gpt2::Model::random(tiny(), 9, kStrict);
   const double want_loss = gpt2::evaluate(cpu_eval, text, {32, 16}).loss;
@@ -222,27 +285,8 @@ TEST(StrictBackend, EvalAndTrainingStepsMatchTheCpu) {
     EXPECT_EQ(gpt2::evaluate(dev_eval, text, {32, 16}).loss, want_loss);
   }
 
-  train::Hyper h;
-  h.steps = 10;
-  h.batch = 4;
-  h.micro_batch = 2;
-  h.seq = 16;
-  h.dropout = 0.1f;
-  h.clip = 0.5;  // clipping on: the norm is read every step
-  auto batches = [&](int step) {
-    std::vector<data::Batch> out;
-    for (int m = 0; m < 2; ++m) {
-      std::vector<uint32_t> in, tg;
-      for (int b = 0; b < 2; ++b)
-        for (int t = 0; t < 16; ++t) {
-          const size_t at = static_cast<size_t>(step * 50 + m * 20 + b * 9 + t);
-          in.push_back(text[at]);
-          tg.push_back(text[at + 1]);
-        }
-      out.push_back({Tensor::from_vector(in, {2, 16}), Tensor::from_vector(tg, {2, 16})});
-    }
-    return out;
-  };
+  const train::Hyper h = two_micro_batch_hyper();
+  auto batches = [&](int step) { return two_micro_batches(text, step); };
   gpt2::Model cpu = gpt2::Model::random(tiny(), 11);
   gpt2::Model dev = gpt2::Model::random(tiny(), 11, kStrict);
   train::Trainer tc(cpu, h), td(dev, h);
@@ -263,6 +307,57 @@ TEST(StrictBackend, EvalAndTrainingStepsMatchTheCpu) {
   for (size_t i = 0; i < wc.size(); ++i)
     EXPECT_EQ(read_async(wd[i].second).get<float>(), wc[i].second.to_vector<float>())
         << wc[i].first;
+}
+
+// A device's gradients are summed by its group (forge/device_group.h), set up through the
+// job: the trainer packs them into buckets on the device (copies, no host reads), starts
+// each bucket's sum, and writes the sums back. With one rank a sum is the identity, so the
+// step equals the CPU's without a job bit for bit, and the buckets hold every gradient.
+TEST(StrictBackend, GradientSumsGoThroughTheDevicesGroup) {
+  strict();
+  const std::vector<uint32_t> text = strict_text();
+  const train::Hyper h = two_micro_batch_hyper();
+  gpt2::Model cpu = gpt2::Model::random(tiny(), 11);
+  gpt2::Model dev = gpt2::Model::random(tiny(), 11, kStrict);
+  train::Trainer tc(cpu, h), td(dev, h, &dist::job());
+  ASSERT_EQ(dist::job().size(), 1);
+  int64_t floats = 0;
+  for (const ag::Parameter& p : td.params()) floats += p.value().numel();
+  const std::string trace = ::testing::TempDir() + "/strict_sum_timeline.json";
+  std::remove(trace.c_str());
+  td.set_sum_timeline(trace);
+  for (int s = 0; s < 3; ++s) {
+    strict().group_sums.clear();
+    const train::StepStats want = tc.step(two_micro_batches(text, s));
+    train::StepStats got;
+    {
+      Armed armed;
+      got = td.step(two_micro_batches(text, s));
+    }
+    EXPECT_EQ(got.loss, want.loss) << "step " << s;
+    EXPECT_EQ(got.grad_norm, want.grad_norm) << "step " << s;
+    int64_t summed = 0;
+    for (int64_t n : strict().group_sums) summed += n;
+    EXPECT_EQ(summed, floats) << "step " << s;
+    EXPECT_EQ(strict().group_finishes, s + 1);
+  }
+  for (size_t i = 0; i < tc.params().size(); ++i)
+    EXPECT_EQ(tc.params()[i].value().to_vector<float>(), td.params()[i].value().to_vector<float>())
+        << tc.params()[i].name();
+  // The last step's timeline, as a Chrome trace: the sum a complete event, points instants.
+  std::ifstream f(trace);
+  ASSERT_TRUE(f) << trace;
+  const nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_EQ(j.at("traceEvents").size(), 3u);
+  const nlohmann::json& sum = j["traceEvents"][1];
+  EXPECT_EQ(sum.at("name"), "sum 0");
+  EXPECT_EQ(sum.at("ph"), "X");
+  EXPECT_DOUBLE_EQ(sum.at("ts").get<double>(), 1500.0);
+  EXPECT_DOUBLE_EQ(sum.at("dur").get<double>(), 500.0);
+  EXPECT_EQ(j["traceEvents"][2].at("ph"), "i");
+  // CPU gradients are summed inside MPI: no timeline to keep.
+  train::Trainer on_cpu(cpu, h, &dist::job());
+  EXPECT_THROW(on_cpu.set_sum_timeline(trace), Error);
 }
 
 }  // namespace

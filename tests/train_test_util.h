@@ -1,5 +1,6 @@
-// What the training test files share (test_train.cpp, test_train_state.cpp): golden files,
-// temporary folders, a tiny config, structured batches, and exact and relative comparisons.
+// What the training test files share (test_train.cpp, test_train_state.cpp, ...): golden
+// files, temporary folders, a tiny config and hyperparameters, structured batches, and exact
+// and relative comparisons.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include "forge/data.h"
 #include "forge/gpt2.h"
 #include "forge/tensor.h"
+#include "forge/train.h"
 
 namespace forge::test {
 
@@ -54,6 +56,19 @@ inline gpt2::Config tiny_config() {
   c.bos_id = c.eos_id = 70;
   c.validate();
   return c;
+}
+
+/// Steps of 2 micro-batches [2, 16], dropout 0.1 and clipping at 0.5 (the norm is read
+/// every step): for tests that run two trainers side by side.
+inline train::Hyper two_micro_batch_hyper() {
+  train::Hyper h;
+  h.steps = 10;
+  h.batch = 4;
+  h.micro_batch = 2;
+  h.seq = 16;
+  h.dropout = 0.1f;
+  h.clip = 0.5;
+  return h;
 }
 
 /// Deterministic "text" with structure (so training makes progress): a noisy walk over the

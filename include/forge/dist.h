@@ -32,6 +32,8 @@ class Comm {
   virtual void finish() = 0;
   /// Sums data[0, n) across ranks, in place, and returns when done.
   virtual void sum(double* data, size_t n) = 0;
+  /// Copies data[0, bytes) of rank `root` to every other rank's data (an NCCL id).
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
   /// Waits until every rank has called it.
   virtual void barrier() = 0;
   /// Ends every rank of the job with `code` (after an error on one rank, which the others

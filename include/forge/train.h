@@ -80,9 +80,11 @@ struct StepStats {
 class Trainer {
  public:
   /// Trains `model`'s weights in place (the model must outlive the trainer). Validates
-  /// hyper; Error(Range) if seq > n_ctx. With `job` of several ranks (data parallelism),
-  /// each rank's trainer takes its share of every step, and the gradients are summed
-  /// across the ranks (the model must be on the CPU: Error(Device) otherwise).
+  /// hyper; Error(Range) if seq > n_ctx. With a `job` (data parallelism), each rank's
+  /// trainer takes its share of every step, and the gradients are summed across the ranks:
+  /// by the job (MPI) for a CPU model, by a group of the ranks' devices for a GPU model
+  /// (forge/device_group.h: NCCL on cuda; joining it is collective). A job of one rank sums
+  /// too (what a one-rank NCCL run checks); without a job nothing is summed.
   Trainer(gpt2::Model& model, const Hyper& hyper, dist::Comm* job = nullptr);
 
   /// One optimizer step over micro-batches (each U32 [micro_batch, seq], all one shape):
@@ -99,6 +101,10 @@ class Trainer {
   /// Mean loss over all targets of `batches` (each batch weighted by its token count)
   /// without dropout and without recording a tape.
   double evaluate(const std::vector<data::Batch>& batches) const;
+
+  /// After each later step, writes its gradient sums' timeline to `path` as a Chrome trace
+  /// (GPU models with a job only: Error(Unsupported) otherwise; "" stops).
+  void set_sum_timeline(const std::string& path);
 
   /// Completed optimizer steps.
   int64_t step_count() const;

@@ -91,6 +91,10 @@ class MpiComm final : public Comm {
       done += k;
     }
   }
+  void broadcast(void* data, size_t bytes, int root) override {
+    if (bytes > INT_MAX) throw Error(ErrorKind::Range, "dist: a broadcast of over 2 GiB");
+    check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  }
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);

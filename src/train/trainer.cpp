@@ -67,7 +67,7 @@ Trainer::Trainer(gpt2::Model& model, const Hyper& hyper, dist::Comm* job)
     // parameters do not (GPT-2/nanoGPT practice).
     s.decay.push_back(v.rank() >= 2);
   }
-  if (job != nullptr && job->size() > 1) {
+  if (job != nullptr) {
     s.comm = job;
     s.sync = std::make_unique<GradSync>(*job, s.params, kBucketBytes);
   }
@@ -168,6 +168,13 @@ double Trainer::evaluate(const std::vector<data::Batch>& batches) const {
     count += N;
   }
   return total / static_cast<double>(count);
+}
+
+void Trainer::set_sum_timeline(const std::string& path) {
+  if (!impl_->sync)
+    fail("train::Trainer::set_sum_timeline", ErrorKind::Unsupported,
+         "no gradient sums to time: the trainer has no job");
+  impl_->sync->set_timeline(path);
 }
 
 int64_t Trainer::step_count() const { return impl_->steps_done; }

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "backend/cuda/nccl.h"
 #include "forge/error.h"
 
 namespace forge::cuda {
@@ -198,6 +199,16 @@ void CudaBackend::copy(const Storage& src, size_t src_offset, Storage& dst, size
                                    ctx_->stream()),
         "cuMemcpyDtoDAsync_v2");
   transfers_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string CudaBackend::group_unavailable_reason() const { return nccl_unavailable_reason(); }
+
+std::vector<uint8_t> CudaBackend::new_group_id() { return nccl_new_id(); }
+
+std::unique_ptr<DeviceGroup> CudaBackend::join_group(const std::vector<uint8_t>& id, int rank,
+                                                     int size) {
+  check_not_capturing("joining a group");
+  return nccl_join(*ctx_, id, rank, size);
 }
 
 void CudaBackend::synchronize() {

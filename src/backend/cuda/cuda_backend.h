@@ -60,6 +60,11 @@ class CudaBackend final : public Backend {
   void set_setting(const std::string& name, const std::string& value) override;
   std::string setting(const std::string& name) const override;
   std::vector<std::string> setting_names() const override { return {"precision"}; }
+  // Groups of processes (forge/device_group.h): NCCL communicators (nccl.h).
+  std::string group_unavailable_reason() const override;
+  std::vector<uint8_t> new_group_id() override;
+  std::unique_ptr<DeviceGroup> join_group(const std::vector<uint8_t>& id, int rank,
+                                          int size) override;
 
   Allocator& allocator() { return *allocator_; }
 

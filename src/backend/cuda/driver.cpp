@@ -56,6 +56,7 @@ Loaded load() {
     d.stream_synchronize = lib.get<cuStreamSynchronize_t>("cuStreamSynchronize");
     d.event_create = lib.get<cuEventCreate_t>("cuEventCreate");
     d.event_record = lib.get<cuEventRecord_t>("cuEventRecord");
+    d.stream_wait_event = lib.get<cuStreamWaitEvent_t>("cuStreamWaitEvent");
     d.event_synchronize = lib.get<cuEventSynchronize_t>("cuEventSynchronize");
     d.event_destroy = lib.get<cuEventDestroy_t>("cuEventDestroy_v2");
     // _v2 since CUDA 12.8 (the same signature); older drivers have only the first.

@@ -43,6 +43,7 @@ struct Driver {
   cuStreamSynchronize_t stream_synchronize = nullptr;
   cuEventCreate_t event_create = nullptr;
   cuEventRecord_t event_record = nullptr;
+  cuStreamWaitEvent_t stream_wait_event = nullptr;
   cuEventSynchronize_t event_synchronize = nullptr;
   cuEventDestroy_t event_destroy = nullptr;
   cuEventElapsedTime_t event_elapsed_time = nullptr;

@@ -76,6 +76,7 @@ using cuStreamDestroy_t = CUresult (*)(CUstream);  // cuStreamDestroy_v2
 using cuStreamSynchronize_t = CUresult (*)(CUstream);
 using cuEventCreate_t = CUresult (*)(CUevent*, unsigned flags);
 using cuEventRecord_t = CUresult (*)(CUevent, CUstream);
+using cuStreamWaitEvent_t = CUresult (*)(CUstream, CUevent, unsigned flags);
 using cuEventSynchronize_t = CUresult (*)(CUevent);
 using cuEventDestroy_t = CUresult (*)(CUevent);                   // cuEventDestroy_v2
 using cuStreamBeginCapture_t = CUresult (*)(CUstream, int mode);  // cuStreamBeginCapture_v2

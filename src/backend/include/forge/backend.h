@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "forge/adamw_step.h"
+#include "forge/device_group.h"
 #include "forge/device_queue.h"
 #include "forge/devices.h"
 #include "forge/op_table.h"
@@ -137,6 +138,15 @@ class Backend : public DeviceMemory {
   void set_host_timing(bool on);
   void add_host_time(Op op, double ms);
   std::vector<KernelTime> kernel_times_on_host();
+
+  // --- groups of processes summing this device's tensors (forge/device_group.h) ---
+  /// Why this device cannot join a group ("" if it can). The default: no groups.
+  virtual std::string group_unavailable_reason() const;
+  /// A new group's id; Error(Unsupported) with group_unavailable_reason() by default.
+  virtual std::vector<uint8_t> new_group_id();
+  /// Joins group `id` as `rank` of `size`; Error(Unsupported) by default.
+  virtual std::unique_ptr<DeviceGroup> join_group(const std::vector<uint8_t>& id, int rank,
+                                                  int size);
 
   // --- kernels: looked up in this backend's table by op and input dtypes ---
   /// Adds (or replaces) the kernel for `op` with inputs of dtypes `key` (table_key(op): the
