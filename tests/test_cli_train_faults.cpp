@@ -171,6 +171,8 @@ TEST_F(CliTrain, RejectsBadHyperparameters) {
                "device cpu multiplies in fp32 only: precision tf32 needs");
   expect_error(tiny_args(out, "--precision bf16"),
                "device cpu multiplies in fp32 only: precision bf16 needs");
+  expect_error(tiny_args(out, "--sum-timeline " + (g_root / "t.json").string()),
+               "--sum-timeline times the NCCL sums of a data-parallel run on cuda devices");
   EXPECT_FALSE(fs::exists(out / "train_state.safetensors"));
 }
 

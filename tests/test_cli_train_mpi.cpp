@@ -184,6 +184,19 @@ TEST_F(CliTrainMpi, BadSplitsAreRefusedByEveryRank) {
                                 "", mpirun(2));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.err.find("--batch 3 does not split over 2 ranks"), std::string::npos) << r.err;
+  // A device without groups, and one GPU named for two ranks of a host.
+  const std::string base = "train --data " + g_text.string() + " --out " + out.string() +
+                           " --tokenizer char --preset tiny --batch 4 --seq 16 --steps 2";
+  const CliResult vk = run_forge(base + " --device vulkan", "", mpirun(2));
+  EXPECT_NE(vk.code, 0);
+  EXPECT_NE(vk.err.find("on the CPU (MPI) or on cuda devices (NCCL), not on vulkan:0"),
+            std::string::npos)
+      << vk.err;
+  const CliResult one_gpu = run_forge(base + " --device cuda:0", "", mpirun(2));
+  EXPECT_NE(one_gpu.code, 0);
+  EXPECT_NE(one_gpu.err.find("give --device cuda (rank r of a host takes cuda:r)"),
+            std::string::npos)
+      << one_gpu.err;
 }
 
 /// The pids of `parent`'s children running forge (the ranks mpirun started).

@@ -51,6 +51,7 @@
 #include "cli/loss_plot.h"
 #include "cli/progress.h"
 #include "cli/train_args.h"
+#include "cli/train_ranks.h"
 #include "forge/data.h"
 #include "forge/devices.h"
 #include "forge/dist.h"
@@ -236,49 +237,6 @@ Prepared prepare_model(const TrainArgs& a, const std::vector<Setting>& settings,
   return p;
 }
 
-/// The data-parallel job's shape for one run: this rank's share of every global batch.
-struct Ranks {
-  dist::Comm* job = nullptr;  // several ranks; null when this process trains alone
-  int rank = 0, size = 1;
-  int64_t local = 0;  // sequences of each global batch this rank trains on
-  int64_t micro = 0;  // sequences per forward pass: --micro-batch, at most `local`
-  bool lead() const { return rank == 0; }
-};
-
-/// Checks that the global batch splits evenly over the ranks (micro-batches: split_micro).
-Ranks plan_ranks(const TrainArgs& a, dist::Comm& job) {
-  Ranks r;
-  r.rank = job.rank();
-  r.size = job.size();
-  r.local = a.batch;
-  if (r.size == 1) return r;
-  r.job = &job;
-  if (parse_device(a.device) != Device::cpu())
-    fail(ErrorKind::Unsupported, "data-parallel training (" + std::to_string(r.size) +
-                                     " ranks) runs on the CPU for now: "
-                                     "--device " +
-                                     a.device +
-                                     " needs NCCL, which this build lacks (train with one rank)");
-  if (a.batch % r.size != 0)
-    fail(ErrorKind::Range, "--batch " + std::to_string(a.batch) + " does not split over " +
-                               std::to_string(r.size) +
-                               " ranks: give a multiple of the rank count");
-  r.local = a.batch / r.size;
-  return r;
-}
-
-/// A rank's micro-batches: --micro-batch sequences (its default, the whole --batch, is what
-/// one process runs; evaluation keeps using it), at most the rank's share, which it must
-/// divide.
-void split_micro(Ranks& r, const TrainArgs& a) {
-  r.micro = std::min(a.micro_batch, r.local);
-  if (r.local % r.micro != 0)
-    fail(ErrorKind::Range, "--micro-batch " + std::to_string(a.micro_batch) +
-                               " does not divide each rank's " + std::to_string(r.local) +
-                               " sequences (--batch " + std::to_string(a.batch) + " over " +
-                               std::to_string(r.size) + " ranks)");
-}
-
 int run_train(TrainArgs a, const std::vector<Setting>& settings) {
   const auto t_start = Clock::now();
   dist::Comm& job = dist::job();
@@ -307,6 +265,10 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
          "files, or a token file)");
 
   Ranks ranks = plan_ranks(a, job);
+  if (!a.sum_timeline.empty() && (ranks.job == nullptr || parse_device(a.device).is_cpu()))
+    fail(ErrorKind::Unsupported,
+         "--sum-timeline times the NCCL sums of a data-parallel run on cuda devices (mpirun -np "
+         "N, or FORGE_SUM_ALONE=1 on one GPU); this run has none");
   // Settings are checked before the (slow) data and model loading.
   train::Hyper h;
   h.steps = a.steps;
@@ -390,6 +352,7 @@ int run_train(TrainArgs a, const std::vector<Setting>& settings) {
       prep.init ? std::move(*prep.init) : gpt2::Model::random(cfg, a.seed, parse_device(a.device));
   prep.init.reset();
   train::Trainer trainer(model, h, ranks.job);
+  if (!a.sum_timeline.empty() && ranks.lead()) trainer.set_sum_timeline(a.sum_timeline);
 
   // The sampler shares the training tokens (moved, not copied: they may be large).
   const auto train_tokens = std::make_shared<const std::vector<uint32_t>>(std::move(dataset.train));

@@ -132,6 +132,9 @@ void add_train_options(CLI::App& cmd_app, TrainArgs& a, std::vector<Setting>& se
   cmd_app.add_flag("--resume", a.resume, "Continue the run in --out from its training state");
   cmd_app.add_option("--device", a.device, "Device (" + device_choices() + ")")
       ->capture_default_str();
+  cmd_app.add_option("--sum-timeline", a.sum_timeline,
+                     "GPU data-parallel runs: write each step's gradient-sum timeline (when "
+                     "each bucket was ready, when its NCCL sum ran) to FILE as a Chrome trace");
   cmd_app.add_flag("--json", a.json, "Print the final summary as one JSON object on stdout");
 }
 
