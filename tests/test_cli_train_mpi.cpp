@@ -199,6 +199,22 @@ TEST_F(CliTrainMpi, BadSplitsAreRefusedByEveryRank) {
       << one_gpu.err;
 }
 
+// The job's collectives on two ranks: this test binary, started by mpirun, runs
+// DistJob.UnderMpirunBroadcastsAndSums on each rank (alone, that test skips).
+TEST_F(CliTrainMpi, TheJobBroadcastsAndSumsAcrossRanks) {
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const CliResult r = forge::test::run_shell(
+      mpirun(2) + self + " --gtest_color=no --gtest_filter=DistJob.UnderMpirun*");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  // Each rank prints its own summary: two passes, no skip.
+  size_t passed = 0;
+  for (size_t at = r.out.find("[  PASSED  ] 1 test."); at != std::string::npos;
+       at = r.out.find("[  PASSED  ] 1 test.", at + 1))
+    ++passed;
+  EXPECT_EQ(passed, 2u) << r.out;
+  EXPECT_EQ(r.out.find("SKIPPED"), std::string::npos) << r.out;
+}
+
 /// The pids of `parent`'s children running forge (the ranks mpirun started).
 std::vector<pid_t> ranks_of(pid_t parent) {
   std::vector<pid_t> pids;
