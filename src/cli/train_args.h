@@ -15,7 +15,7 @@ using nlohmann::ordered_json;
 
 struct TrainArgs {
   std::string data, out, tokenizer, preset, init_from, device = "cpu";
-  std::string sum_timeline;  // --sum-timeline (not a setting: no effect on the trajectory)
+  std::string sum_timeline;        // --sum-timeline (not a setting: no effect on the trajectory)
   std::string precision = "fp32";  // the matrix products' arithmetic (a device setting)
   double val_fraction = 0.1;
   int64_t layers = 0, heads = 0, embd = 0, ctx = 0;  // 0: the preset's
