@@ -71,6 +71,14 @@ inline train::Hyper two_micro_batch_hyper() {
   return h;
 }
 
+/// Every trained parameter of `a` equals `b`'s bit for bit (the same model shape).
+inline void expect_same_weights(const train::Trainer& a, const train::Trainer& b) {
+  ASSERT_EQ(a.params().size(), b.params().size());
+  for (size_t i = 0; i < a.params().size(); ++i)
+    EXPECT_EQ(a.params()[i].value().to_vector<float>(), b.params()[i].value().to_vector<float>())
+        << a.params()[i].name();
+}
+
 /// Deterministic "text" with structure (so training makes progress): a noisy walk over the
 /// vocabulary, cut into B windows of T + 1 tokens per batch, batch index `k`.
 inline data::Batch make_batch(int64_t B, int64_t T, int64_t V, uint64_t k) {

@@ -3,12 +3,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "forge/error.h"
+#include "forge/run_dir.h"
 
 namespace forge::train {
 namespace {
@@ -135,14 +134,8 @@ void GradSync::write_timeline() {
     }
     events.push_back(e);
   }
-  const std::string tmp = timeline_path_ + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << nlohmann::json{{"traceEvents", events}}.dump(1) << "\n";
-    if (!f) throw Error(ErrorKind::Io, "train::GradSync: cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), timeline_path_.c_str()) != 0)
-    throw Error(ErrorKind::Io, "train::GradSync: cannot replace " + timeline_path_);
+  write_file_atomic(timeline_path_, nlohmann::json{{"traceEvents", events}}.dump(1) + "\n",
+                    "train::GradSync");
 }
 
 }  // namespace forge::train

@@ -151,9 +151,8 @@ class NcclGroup final : public DeviceGroup {
     check(driver().stream_wait_event(stream_, ready, 0), "cuStreamWaitEvent");
     const CUdeviceptr p = storage->address() + t.byte_offset();
     auto* ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(p));
-    if (timeline_) spans_.push_back({ready, nullptr, nullptr, "sum " + std::to_string(sums_)});
     if (timeline_) {
-      spans_.back().begin = next_event();
+      spans_.push_back({ready, next_event(), nullptr, "sum " + std::to_string(sums_)});
       check(driver().event_record(spans_.back().begin, stream_), "cuEventRecord");
     }
     check_nccl(nccl().all_reduce(ptr, ptr, static_cast<size_t>(t.numel()), kNcclFloat32, kNcclSum,
