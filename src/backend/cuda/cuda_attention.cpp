@@ -1,11 +1,14 @@
 // Fused attention on CUDA: the forward's kernel choice (decode's split keys, the 64-query
-// tiles of prefill and training, one block per query otherwise) and training's backward
-// (kernels/attention_tiled_bwd.cu at head dimension 64, opt-in for now; other shapes decline, and
-// the ops layer composes attention_bwd from its parts). Inputs were validated by the ops layer.
+// tiles of prefill and training, their keys optionally split where the tiles alone leave the
+// GPU a long tail, one block per query otherwise) and training's backward
+// (kernels/attention_tiled_bwd.cu at head dimension 64, opt-in; other cases decline, and the
+// ops layer composes attention_bwd from its parts). Inputs were validated by the ops layer.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "backend/cuda/cuda_backend.h"
 #include "forge/error.h"
@@ -13,6 +16,58 @@
 namespace forge::cuda {
 namespace {
 constexpr Dim3 kBlock{256};
+constexpr int64_t kTileRows = 64;  // forge_attention_tiled's FORGE_FA_ROWS
+
+// Key tiles that query tile q (rows 64 q ..) of T queries after pos cached ones walks.
+int64_t key_tiles(int64_t q, int64_t T, int64_t pos) {
+  return (pos + std::min((q + 1) * kTileRows, T) + kTileRows - 1) / kTileRows;
+}
+
+// forge_attention_tiled64's split keys (see its comment): 0 (one block per query tile) when
+// the blocks fill the GPU evenly anyway, else chunks of S key tiles, S = max(2, U / (2 * slots))
+// rounded up, where U is all tiles' key tiles over the heads and slots = 2 blocks per SM (its
+// launch bounds). Each block then walks at most S tiles while the average slot walks U / slots,
+// so the last blocks to start end about when the rest do.
+int64_t split_chunk_tiles(int64_t heads, int64_t T, int64_t pos, int multiprocessors) {
+  const int64_t n_tiles = (T + kTileRows - 1) / kTileRows;
+  int64_t units = 0;
+  for (int64_t q = 0; q < n_tiles; ++q) units += key_tiles(q, T, pos);
+  units *= heads;
+  const int64_t slots = 2 * std::max(multiprocessors, 1);
+  const int64_t chunk = std::max<int64_t>(2, (units + 2 * slots - 1) / (2 * slots));
+  return chunk < key_tiles(n_tiles - 1, T, pos) ? chunk : 0;
+}
+
+// Split keys are opt-in until measured on a GPU: FORGE_CUDA_SPLIT_ATTENTION=1, or a chunk size
+// as below.
+bool split_keys_on() {
+  const char* on = std::getenv("FORGE_CUDA_SPLIT_ATTENTION");
+  const char* chunk = std::getenv("FORGE_CUDA_ATTENTION_CHUNK_TILES");
+  return (on && std::strcmp(on, "1") == 0) || (chunk && *chunk);
+}
+
+// FORGE_CUDA_ATTENTION_CHUNK_TILES=S forces chunks of S key tiles where keys may be split (0:
+// one block per tile), to measure the choice above.
+std::optional<int64_t> forced_chunk_tiles() {
+  const char* v = std::getenv("FORGE_CUDA_ATTENTION_CHUNK_TILES");
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > (1 << 20))
+    throw Error(ErrorKind::Format, std::string("FORGE_CUDA_ATTENTION_CHUNK_TILES: '") + v +
+                                       "' is not a count of key tiles (0 to 1048576)");
+  return n;
+}
+
+// The blocks of one head's tiles: their chunks (one each when chunk_tiles is 0).
+int64_t split_items(int64_t T, int64_t pos, int64_t chunk_tiles) {
+  const int64_t n_tiles = (T + kTileRows - 1) / kTileRows;
+  if (chunk_tiles == 0) return n_tiles;
+  int64_t items = 0;
+  for (int64_t q = 0; q < n_tiles; ++q)
+    items += (key_tiles(q, T, pos) + chunk_tiles - 1) / chunk_tiles;
+  return items;
+}
 }  // namespace
 
 // ---- forward ----------------------------------------------------------------------------
@@ -51,7 +106,6 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
                                 int64_t pos, const Tensor* pos_tensor, Tensor& out) {
   constexpr int64_t kMaxHeadDim = 128;  // forge_attention's FORGE_ATTN_MAX_HD
   constexpr int64_t kWarps = 8;         // FORGE_ATTN_WARPS (256 threads)
-  constexpr int64_t kTileRows = 64;     // forge_attention_tiled's FORGE_FA_ROWS
   constexpr int64_t kSplitKeys = 64;    // forge_attention_split's FORGE_SPLIT_KEYS
   constexpr int64_t kSplitMaxQueries = 8;
   const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
@@ -111,6 +165,26 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
   if (k_cache)
     kernels_->launch("forge_kv_store", grid_for(B * n_head * T * hd), kBlock, 0, ptr(qkv), kc, vc,
                      B, T, n_head, hd, cap, pos, pos_ptr);
+  if (tiled64) {
+    // Split keys need pos on the host (the chunk count depends on it) and a counter per tile.
+    const int64_t n_tiles = (T + kTileRows - 1) / kTileRows;
+    const bool can_split = pos_tensor == nullptr && B * n_head * n_tiles <= kTicketCounters;
+    const int64_t chunk_tiles =
+        can_split && split_keys_on()
+            ? forced_chunk_tiles().value_or(split_chunk_tiles(B * n_head, T, pos, multiprocessors_))
+            : 0;
+    const int64_t items = split_items(T, pos, chunk_tiles);
+    constexpr int64_t kPartFloats = 2 * 64 + 64 * 64;  // FORGE_FA64_PART
+    std::optional<Scratch> partials;
+    if (chunk_tiles > 0)
+      partials.emplace(*this,
+                       static_cast<size_t>(B * n_head * items * kPartFloats) * sizeof(float));
+    kernels_->launch(kernel, Dim3{static_cast<unsigned>(items), static_cast<unsigned>(B * n_head)},
+                     Dim3{static_cast<unsigned>(32 * kWarps)}, static_cast<size_t>(smem), ptr(qkv),
+                     kc, vc, ptr(out), B, T, n_head, hd, cap, pos, pos_ptr, scale, chunk_tiles,
+                     partials ? partials->get() : CUdeviceptr{0}, ticket_counters_);
+    return;
+  }
   const auto grid_x = static_cast<unsigned>(tiled ? (T + kTileRows - 1) / kTileRows : T);
   kernels_->launch(kernel, Dim3{grid_x, static_cast<unsigned>(B * n_head)},
                    Dim3{static_cast<unsigned>(32 * kWarps)}, static_cast<size_t>(smem), ptr(qkv),
@@ -128,11 +202,12 @@ constexpr int64_t kBwdDkvSmem = (6 * kBwdTileFloats + 2 * kBwdTileRows) * sizeof
 
 // inputs: qkv [B, T, 3C], out, dy [B, T, C]; output dqkv [B, T, 3C]. The tiled kernels take
 // head dimension 64 with 16-byte aligned rows and their shared memory within the device's.
-// Not yet run on a GPU: opt-in (FORGE_CUDA_TILED_ATTENTION_BWD=1) until the GPU tests and the
-// training benchmark have measured it; otherwise the composition runs.
+// Opt-in (FORGE_CUDA_TILED_ATTENTION_BWD=1): a GPT-2 step in fp32 was 5-6% faster with them,
+// under TF32 4% slower (docs/PERFORMANCE.md); a default by precision awaits a GPU test run.
 bool CudaBackend::takes_attention_bwd(const OpCall& c) const {
-  const char* opt_in = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
-  if (!opt_in || std::strcmp(opt_in, "1") != 0) return false;
+  const char* force = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+  const bool tiled = force && std::strcmp(force, "1") == 0;
+  if (!tiled) return false;
   const Tensor& qkv = c.in(0);
   const int64_t n_head = c.attrs.n_head;
   const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);

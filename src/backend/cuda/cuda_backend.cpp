@@ -94,6 +94,9 @@ CudaBackend::CudaBackend(int ordinal)
                                       CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                       ctx_->device()),
         "cuDeviceGetAttribute");
+  check(driver().device_get_attribute(&multiprocessors_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                      ctx_->device()),
+        "cuDeviceGetAttribute");
   attention_smem_limit_ = 48 << 10;  // every kernel's default
   {
     const size_t bytes = kTicketCounters * sizeof(uint32_t);

@@ -150,8 +150,10 @@ class CudaBackend final : public Backend {
   int attention_bwd_dq_smem_limit_ = 48 << 10;   // forge_attention_bwd_dq
   int attention_bwd_dkv_smem_limit_ = 48 << 10;  // forge_attention_bwd_dkv
   int attention_smem_optin_ = 0;                 // the most the device allows a block
-  // forge_attention_split's ticket counters (zeroed once, left zero by every launch): one
-  // per query and head of a launch, so it takes at most kTicketCounters of them.
+  int multiprocessors_ = 0;                      // the GPU's SMs
+  // The ticket counters of forge_attention_split (one per query and head of a launch) and of
+  // forge_attention_tiled64's split keys (one per query tile and head): zeroed once, left
+  // zero by every launch, so a launch takes at most kTicketCounters of them.
   static constexpr int64_t kTicketCounters = 1 << 16;
   CUdeviceptr ticket_counters_ = 0;
 };

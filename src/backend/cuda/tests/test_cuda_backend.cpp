@@ -412,17 +412,35 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
     const forge::Tensor y2 = forge::attention_at(qkv, H, k, v, at);
     EXPECT_EQ(y2.to_vector<float>(), y.to_vector<float>());
   }
-  // A prefill of 200 tokens at head dimension 64: the float4 tiled kernel, against the CPU.
-  {
-    const int64_t T = 200;
-    const auto [qkv, qkv_c] = both(fill(T * 3 * H * hd, 0.23f, 0.0f), {1, T, 3 * H * hd});
-    forge::set_profiling(dev, true);
-    const forge::Tensor y = forge::attention(qkv, H);
-    const auto prefill_launches = launches_by_kernel(dev);
-    forge::set_profiling(dev, false);
-    EXPECT_EQ(prefill_launches, (std::map<std::string, uint64_t>{{"forge_attention_tiled64", 1}}));
-    EXPECT_TRUE(near(y, forge::attention(qkv_c, H), 1e-5));
-  }
+  // Prefills at head dimension 64: the float4 tiled kernel, against the CPU, with one block
+  // per query tile and with split keys (opt-in: FORGE_CUDA_SPLIT_ATTENTION=1). Split, 200 and
+  // 1024 tokens at batch 1 cut their last tiles' keys over several blocks (combined by the
+  // last one to finish); 300 tokens after 37 cached ones cut chunks across rows that see none
+  // of a chunk's keys. A second launch gives the same bits (its counters were left at zero).
+  for (const auto& c : {std::pair<int64_t, int64_t>{200, 0}, {1024, 0}, {300, 37}})
+    for (const bool split : {false, true}) {
+      const int64_t T = c.first, start = c.second;
+      if (split) setenv("FORGE_CUDA_SPLIT_ATTENTION", "1", 1);
+      SCOPED_TRACE(testing::Message()
+                   << T << " queries after " << start << (split ? ", split" : ""));
+      const auto [qkv, qkv_c] = both(fill(T * 3 * H * hd, 0.23f, 0.0f), {1, T, 3 * H * hd});
+      const int64_t rows = start + T;
+      auto [k, k_c] = both(fill(H * rows * hd, 0.029f, 0.0f), {H, rows, hd});
+      auto [v, v_c] = both(fill(H * rows * hd, 0.031f, 0.5f), {H, rows, hd});
+      auto run = [&](const forge::Tensor& q, forge::Tensor& kc, forge::Tensor& vc) {
+        return start == 0 ? forge::attention(q, H) : forge::attention(q, H, kc, vc, start);
+      };
+      forge::set_profiling(dev, true);
+      const forge::Tensor y = run(qkv, k, v);
+      auto prefill_launches = launches_by_kernel(dev);
+      forge::set_profiling(dev, false);
+      prefill_launches.erase("forge_kv_store");
+      EXPECT_EQ(prefill_launches,
+                (std::map<std::string, uint64_t>{{"forge_attention_tiled64", 1}}));
+      EXPECT_TRUE(near(y, run(qkv_c, k_c, v_c), 1e-5));
+      EXPECT_EQ(run(qkv, k, v).to_vector<float>(), y.to_vector<float>());
+      unsetenv("FORGE_CUDA_SPLIT_ATTENTION");
+    }
 }
 
 // Training's attention gradient at head dimension 64 takes the two tiled kernels (no [T, T]
