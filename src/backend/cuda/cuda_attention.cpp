@@ -205,9 +205,8 @@ constexpr int64_t kBwdDkvSmem = (6 * kBwdTileFloats + 2 * kBwdTileRows) * sizeof
 // Opt-in (FORGE_CUDA_TILED_ATTENTION_BWD=1): a GPT-2 step in fp32 was 5-6% faster with them,
 // under TF32 4% slower (docs/PERFORMANCE.md); a default by precision awaits a GPU test run.
 bool CudaBackend::takes_attention_bwd(const OpCall& c) const {
-  const char* force = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
-  const bool tiled = force && std::strcmp(force, "1") == 0;
-  if (!tiled) return false;
+  const char* opt_in = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+  if (!opt_in || std::strcmp(opt_in, "1") != 0) return false;
   const Tensor& qkv = c.in(0);
   const int64_t n_head = c.attrs.n_head;
   const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
