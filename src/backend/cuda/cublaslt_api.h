@@ -31,6 +31,7 @@ inline constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
 
 // cudaDataType and cublasComputeType_t.
 inline constexpr int CUDA_R_32F = 0;
+inline constexpr int CUDA_R_16BF = 14;
 inline constexpr int CUBLAS_COMPUTE_32F = 68;
 inline constexpr int CUBLAS_COMPUTE_32F_FAST_TF32 = 77;
 

@@ -140,7 +140,9 @@ DeviceInfo CudaBackend::info() const {
   info.limits.emplace_back("shared memory per block (opt-in)",
                            std::to_string(attention_smem_optin_ >> 10) + " KiB");
   using P = GemmShape::Precision;
-  info.limits.emplace_back("matmul", precision_ == P::tf32 ? "TF32 tensor cores" : "fp32");
+  info.limits.emplace_back("matmul", precision_ == P::tf32   ? "TF32 tensor cores"
+                                     : precision_ == P::bf16 ? "bf16 tensor cores"
+                                                             : "fp32");
   return info;
 }
 
@@ -342,9 +344,7 @@ void CudaBackend::set_setting(const std::string& name, const std::string& value)
   else if (value == "tf32")
     precision_ = P::tf32;
   else if (value == "bf16")
-    throw Error(ErrorKind::Unsupported,
-                "cuda: precision bf16 is not implemented yet (it needs bf16 operands in memory; "
-                "cuBLASLt's bf16 compute type on fp32 tensors measured as TF32 on an H100)");
+    precision_ = P::bf16;
   else
     throw Error(ErrorKind::Format, "cuda setting precision: \"" + value +
                                        "\" is not fp32, tf32 or bf16 (the products' arithmetic)");
@@ -353,7 +353,7 @@ void CudaBackend::set_setting(const std::string& name, const std::string& value)
 std::string CudaBackend::setting(const std::string& name) const {
   check_setting_name(name, ordinal_);
   using P = GemmShape::Precision;
-  return precision_ == P::tf32 ? "tf32" : "fp32";
+  return precision_ == P::tf32 ? "tf32" : precision_ == P::bf16 ? "bf16" : "fp32";
 }
 
 Backend& backend(int ordinal) {

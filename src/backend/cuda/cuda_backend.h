@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -53,10 +54,11 @@ class CudaBackend final : public Backend {
   std::vector<KernelTime> kernel_times() override { return ctx_->profiler().times(); }
   DeviceStats stats() const override;
   /// "precision", the matrix products' arithmetic: "fp32" (default: exact fp32 FMAs) or
-  /// "tf32" (tensor cores, the fp32 operands rounded to TF32, fp32 accumulation and output);
-  /// "bf16" is refused (Error(Unsupported)) until bf16 operands exist. Every other kernel
-  /// stays fp32. Its first value comes from FORGE_CUDA_PRECISION when set (a bad value:
-  /// Error(Format)).
+  /// "tf32" (tensor cores, the fp32 operands rounded to TF32, fp32 accumulation and output)
+  /// or "bf16" (each product's operands rounded to bf16 copies, bf16 tensor cores, fp32
+  /// accumulation and output; products of at most 8 rows stay fp32). Every other kernel and
+  /// every tensor stays fp32. Its first value comes from FORGE_CUDA_PRECISION when set (a bad
+  /// value: Error(Format)).
   void set_setting(const std::string& name, const std::string& value) override;
   std::string setting(const std::string& name) const override;
   std::vector<std::string> setting_names() const override { return {"precision"}; }
@@ -100,6 +102,8 @@ class CudaBackend final : public Backend {
   void weight_matmul(const OpCall& c);
   void weight_embedding(const OpCall& c);
   void empty_product(const Tensor& bias, bool gelu, bool accumulate, Tensor& out);
+  /// x's fp32 rows rounded to bf16 in `to` (a new scratch buffer); returns its row stride.
+  int64_t round_bf16(const Tensor& x, std::optional<Scratch>& to);
   /// The operands of kernels/gemv.cu beyond the shape (s.gelu picks the epilogue; res,
   /// gamma: 0 for none; a layernorm only where gemv_stages_rows and not trans_b).
   struct Gemv {

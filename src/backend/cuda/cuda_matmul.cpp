@@ -1,6 +1,8 @@
 // matmul on CUDA: the validated tensors as a cuBLASLt product (gemm.h), bias and GELU in its
 // epilogue, accumulate as beta = 1; products of at most 8 rows (decode) as kernels/gemv.cu.
+// Under precision bf16 the operands are rounded to bf16 copies first (forge_round_bf16).
 #include <algorithm>
+#include <optional>
 
 #include "backend/cuda/cuda_backend.h"
 
@@ -71,7 +73,7 @@ void CudaBackend::gemv(const GemmShape& s, const Gemv& g) {
 
 void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
                          const MatmulSpec& spec, bool accumulate, Tensor& out) {
-  const GemmShape s = gemm_shape(a, b, bias, spec, out, precision_);
+  GemmShape s = gemm_shape(a, b, bias, spec, out, precision_);
   const CUdeviceptr bias_ptr = bias.defined() ? ptr(bias) : 0;
   if (s.k == 0) {
     empty_product(bias, spec.gelu, accumulate, out);
@@ -89,17 +91,41 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
     gemv(s, g);
     return;
   }
+  CUdeviceptr pa = ptr(a), pb = ptr(b);
+  std::optional<Scratch> a16, b16;
+  if (s.precision == GemmShape::Precision::bf16) {
+    // Both operands rounded to bf16 copies for this product (the tensors stay fp32).
+    s.ld_a = round_bf16(a, a16);
+    s.ld_b = round_bf16(b, b16);
+    if (s.stride_a) s.stride_a = a.dim(-2) * s.ld_a;
+    if (s.stride_b) s.stride_b = b.dim(-2) * s.ld_b;
+    pa = a16->get();
+    pb = b16->get();
+  }
   if (accumulate && spec.gelu) {
     // out += gelu(...): the epilogue would apply GELU to the sum, so the product goes to a
     // scratch buffer first.
     const int64_t n = out.numel();
     Scratch tmp(*this, static_cast<size_t>(n) * sizeof(float));
-    gemm_->run(s, ptr(a), ptr(b), bias_ptr, tmp.get(), spec.alpha, 0.0f);
+    gemm_->run(s, pa, pb, bias_ptr, tmp.get(), spec.alpha, 0.0f);
     const CUdeviceptr o = ptr(out);
     kernels_->launch("forge_add", grid_for(n), Dim3{256}, 0, o, tmp.get(), o, n, n);
     return;
   }
-  gemm_->run(s, ptr(a), ptr(b), bias_ptr, ptr(out), spec.alpha, accumulate ? 1.0f : 0.0f);
+  gemm_->run(s, pa, pb, bias_ptr, ptr(out), spec.alpha, accumulate ? 1.0f : 0.0f);
+}
+
+// Rows padded to a multiple of 8 elements (16 bytes: the vocabulary's 50257 columns would
+// leave bf16 rows 2-byte aligned, off cuBLASLt's tensor-core kernels); files and tensors keep
+// their shapes, only the copy is padded.
+int64_t CudaBackend::round_bf16(const Tensor& x, std::optional<Scratch>& to) {
+  const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
+  const int64_t ld = std::max<int64_t>(8, (cols + 7) / 8 * 8);
+  to.emplace(*this, static_cast<size_t>(std::max<int64_t>(rows * ld, 8)) * 2);
+  if (rows > 0)
+    kernels_->launch("forge_round_bf16", grid_for(rows * ld), Dim3{256}, 0, ptr(x), to->get(), rows,
+                     cols, ld);
+  return ld;
 }
 
 // K = 0: every product is 0, so out = [gelu](bias or 0), added to out with accumulate.

@@ -83,10 +83,10 @@ void lt_check(cublasStatus_t s, const char* call) {
 }
 
 // A column-major layout of `rows` x `cols` with leading dimension ld, batched.
-cublasLtMatrixLayout_t make_layout(uint64_t rows, uint64_t cols, int64_t ld, int32_t batch,
-                                   int64_t stride) {
+cublasLtMatrixLayout_t make_layout(int type, uint64_t rows, uint64_t cols, int64_t ld,
+                                   int32_t batch, int64_t stride) {
   cublasLtMatrixLayout_t l = nullptr;
-  lt_check(lt().layout_create(&l, CUDA_R_32F, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+  lt_check(lt().layout_create(&l, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
     lt_check(lt().layout_set(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch),
              "cublasLtMatrixLayoutSetAttribute");
@@ -167,11 +167,14 @@ const Gemm::Plan& Gemm::plan(const GemmShape& s, unsigned alignment) {
              k = static_cast<uint64_t>(s.k);
   const auto batch = static_cast<int32_t>(s.batch);
   // b stored [k, n] is column-major [n, k] (ld n); stored [n, k] is [k, n] (ld k), used as T.
-  p->a = s.trans_b ? make_layout(k, n, static_cast<int64_t>(k), batch, s.stride_b)
-                   : make_layout(n, k, static_cast<int64_t>(n), batch, s.stride_b);
-  p->b = s.trans_a ? make_layout(m, k, static_cast<int64_t>(m), batch, s.stride_a)
-                   : make_layout(k, m, static_cast<int64_t>(k), batch, s.stride_a);
-  p->out = make_layout(n, m, static_cast<int64_t>(n), batch, s.stride_out);
+  const int in = s.precision == P::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const int64_t ld_b = s.ld_b ? s.ld_b : static_cast<int64_t>(s.trans_b ? k : n);
+  const int64_t ld_a = s.ld_a ? s.ld_a : static_cast<int64_t>(s.trans_a ? m : k);
+  p->a = s.trans_b ? make_layout(in, k, n, ld_b, batch, s.stride_b)
+                   : make_layout(in, n, k, ld_b, batch, s.stride_b);
+  p->b = s.trans_a ? make_layout(in, m, k, ld_a, batch, s.stride_a)
+                   : make_layout(in, k, m, ld_a, batch, s.stride_a);
+  p->out = make_layout(CUDA_R_32F, n, m, static_cast<int64_t>(n), batch, s.stride_out);
 
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
@@ -210,7 +213,9 @@ void Gemm::run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bia
   }
   Profiler& prof = context_.profiler();
   using P = GemmShape::Precision;
-  prof.begin(s.precision == P::tf32 ? "cublasLt_matmul_tf32" : "cublasLt_matmul");
+  prof.begin(s.precision == P::tf32   ? "cublasLt_matmul_tf32"
+             : s.precision == P::bf16 ? "cublasLt_matmul_bf16"
+                                      : "cublasLt_matmul");
   lt_check(api.matmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha,
                       reinterpret_cast<const void*>(b), p.a, reinterpret_cast<const void*>(a), p.b,
                       &beta, reinterpret_cast<const void*>(out), p.out,

@@ -26,15 +26,18 @@ struct GemmShape {
   int64_t stride_a = 0;  // elements between batches (0: shared)
   int64_t stride_b = 0;
   int64_t stride_out = 0;
+  int64_t ld_a = 0;  // a's row stride in elements (0: its rows are packed)
+  int64_t ld_b = 0;
   bool bias = false;  // bias [n] added to every row
   bool gelu = false;  // the tanh GELU applied after the bias (not with beta != 0)
-  // The products' arithmetic on fp32 operands: exact fp32 FMAs, or TF32 tensor cores (fp32
-  // accumulation).
-  enum class Precision { fp32, tf32 } precision = Precision::fp32;
+  // The products' arithmetic: fp32 operands with exact fp32 FMAs or on TF32 tensor cores, or
+  // bf16 operands (the caller rounds them) on bf16 tensor cores; fp32 accumulation and an fp32
+  // out every time.
+  enum class Precision { fp32, tf32, bf16 } precision = Precision::fp32;
 
   auto key() const {
-    return std::tuple(m, n, k, batch, trans_a, trans_b, stride_a, stride_b, stride_out, bias, gelu,
-                      precision);
+    return std::tuple(m, n, k, batch, trans_a, trans_b, stride_a, stride_b, stride_out, ld_a, ld_b,
+                      bias, gelu, precision);
   }
 };
 
@@ -50,7 +53,8 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  /// Queues the product on the context's stream. fp32 operands; beta 0 or 1.
+  /// Queues the product on the context's stream. Operands fp32, or bf16 under precision bf16;
+  /// out fp32; beta 0 or 1.
   void run(const GemmShape& s, CUdeviceptr a, CUdeviceptr b, CUdeviceptr bias, CUdeviceptr out,
            float alpha, float beta);
 

@@ -1,4 +1,5 @@
-// Flat elementwise kernels: add (with row broadcast), GELU and its backward, scale, dropout.
+// Flat elementwise kernels: add (with row broadcast), GELU and its backward, scale, dropout,
+// rounding to bf16.
 // All are grid-stride loops over n elements: block 256, grid min(ceil(n / 256), 65536).
 // Tensors are contiguous fp32 and are treated as flat arrays of n elements.
 
@@ -35,5 +36,18 @@ extern "C" __global__ void forge_dropout(const float* x, float* out, i64 n, u64 
   FORGE_GRID_STRIDE(i, n) {
     const bool keep = (forge_dropout_hash(seed, index0 + (u64)i) >> 8) >= threshold;
     out[i] = keep ? x[i] * scale : 0.0f;
+  }
+}
+
+// x: [rows, cols] fp32; out: [rows, ld] bf16 bits (ld >= cols: the pad columns get 0), each x
+// rounded to the nearest bf16, ties to even (as io/half.h does); NaN stays a quiet NaN. The
+// operands of a product under precision bf16 (cuda_matmul.cpp).
+extern "C" __global__ void forge_round_bf16(const float* x, unsigned short* out, i64 rows, i64 cols,
+                                            i64 ld) {
+  FORGE_GRID_STRIDE(i, rows * ld) {
+    const i64 r = i / ld, c = i - r * ld;
+    const u32 u = c < cols ? __float_as_uint(x[r * cols + c]) : 0u;
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    out[i] = (unsigned short)(nan ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
 }
