@@ -202,11 +202,15 @@ constexpr int64_t kBwdDkvSmem = (6 * kBwdTileFloats + 2 * kBwdTileRows) * sizeof
 
 // inputs: qkv [B, T, 3C], out, dy [B, T, C]; output dqkv [B, T, 3C]. The tiled kernels take
 // head dimension 64 with 16-byte aligned rows and their shared memory within the device's.
-// Opt-in (FORGE_CUDA_TILED_ATTENTION_BWD=1): a GPT-2 step in fp32 was 5-6% faster with them,
-// under TF32 4% slower (docs/PERFORMANCE.md); a default by precision awaits a GPU test run.
+// Taken under precision fp32 only: a GPT-2 step in fp32 was 5-6% faster with them, under
+// TF32 4% slower (docs/PERFORMANCE.md, session 29), where the composition's [T, T] products
+// run on tensor cores. FORGE_CUDA_TILED_ATTENTION_BWD=1 (or 0) takes them (or not) whatever
+// the precision.
 bool CudaBackend::takes_attention_bwd(const OpCall& c) const {
-  const char* opt_in = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
-  if (!opt_in || std::strcmp(opt_in, "1") != 0) return false;
+  const char* force = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+  const bool on =
+      force && *force ? std::strcmp(force, "1") == 0 : precision_ == GemmShape::Precision::fp32;
+  if (!on) return false;
   const Tensor& qkv = c.in(0);
   const int64_t n_head = c.attrs.n_head;
   const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);

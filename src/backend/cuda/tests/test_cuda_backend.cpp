@@ -405,9 +405,11 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
     }
 }
 
-// Training's attention gradient at head dimension 64 takes the two tiled kernels (no [T, T]
-// matrix), matches the CPU's composition of the unfused chain's rules, and gives the same bits
-// when run again (no atomics). T = 200: three full 64-row tiles and a partial one.
+// Training's attention gradient at head dimension 64 takes the two tiled kernels under
+// precision fp32 (no [T, T] matrix), matches the CPU's composition of the unfused chain's
+// rules, and gives the same bits when run again (no atomics). T = 200: three full 64-row tiles
+// and a partial one. Under tf32 it takes the composition (tensor-core products), unless
+// FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the kernels off under fp32.
 TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const forge::Device dev("cuda", 0), cpu("cpu", 0);
@@ -425,7 +427,8 @@ TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   const forge::Tensor want = forge::attention_bwd(qkv_c, y_c, dy_c, H).to(cpu);
   const forge::Tensor qkv = qkv_c.to(dev), dy = dy_c.to(dev);
   const forge::Tensor y = forge::attention(qkv, H);
-  setenv("FORGE_CUDA_TILED_ATTENTION_BWD", "1", 1);  // opt-in until measured on a GPU
+  unsetenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+  ASSERT_EQ(forge::device_setting(dev, "precision"), "fp32");
   forge::set_profiling(dev, true);
   const forge::Tensor got = forge::attention_bwd(qkv, y, dy, H);
   const auto launches = launches_by_kernel(dev);
@@ -442,7 +445,22 @@ TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   EXPECT_GT(largest, 0.1);  // a real gradient, not zeros on both sides
   EXPECT_LT(worst, 1e-4 * (1.0 + largest)) << "largest " << largest;
   EXPECT_EQ(forge::attention_bwd(qkv, y, dy, H).to_vector<float>(), g);
-  unsetenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+  // Which path runs: the tiled kernels' launches, by precision and switch.
+  auto tiled_launches = [&](const char* precision, const char* force) {
+    forge::set_device_setting(dev, "precision", precision);
+    if (force) setenv("FORGE_CUDA_TILED_ATTENTION_BWD", force, 1);
+    forge::set_profiling(dev, true);
+    (void)forge::attention_bwd(qkv, y, dy, H).to_vector<float>();
+    const auto l = launches_by_kernel(dev);
+    forge::set_profiling(dev, false);
+    unsetenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+    forge::set_device_setting(dev, "precision", "fp32");
+    return l.count("forge_attention_bwd_dq") + l.count("forge_attention_bwd_dkv");
+  };
+  EXPECT_EQ(tiled_launches("tf32", nullptr), 0u);
+  EXPECT_EQ(tiled_launches("tf32", "1"), 2u);
+  EXPECT_EQ(tiled_launches("fp32", "0"), 0u);
+  EXPECT_EQ(tiled_launches("fp32", nullptr), 2u);
 }
 
 }  // namespace
