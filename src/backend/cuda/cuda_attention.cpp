@@ -1,8 +1,8 @@
 // Fused attention on CUDA: the forward's kernel choice (decode's split keys, the 64-query
 // tiles of prefill and training, their keys optionally split where the tiles alone leave the
 // GPU a long tail, one block per query otherwise) and training's backward
-// (kernels/attention_tiled_bwd.cu at head dimension 64, opt-in; other cases decline, and the
-// ops layer composes attention_bwd from its parts). Inputs were validated by the ops layer.
+// (kernels/attention_tiled_bwd.cu at head dimension 64 except under tf32; other cases decline, and
+// the ops layer composes attention_bwd from its parts). Inputs were validated by the ops layer.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -38,12 +38,13 @@ int64_t split_chunk_tiles(int64_t heads, int64_t T, int64_t pos, int multiproces
   return chunk < key_tiles(n_tiles - 1, T, pos) ? chunk : 0;
 }
 
-// Split keys are opt-in until measured on a GPU: FORGE_CUDA_SPLIT_ATTENTION=1, or a chunk size
-// as below.
+// Split keys are on unless FORGE_CUDA_SPLIT_ATTENTION=0 (a batch-1 prefill of 1024 tokens was
+// 1.12x faster with them on an H100: docs/PERFORMANCE.md, session 33); a chunk size as below
+// switches them on whatever that says.
 bool split_keys_on() {
   const char* on = std::getenv("FORGE_CUDA_SPLIT_ATTENTION");
   const char* chunk = std::getenv("FORGE_CUDA_ATTENTION_CHUNK_TILES");
-  return (on && std::strcmp(on, "1") == 0) || (chunk && *chunk);
+  return !(on && std::strcmp(on, "0") == 0) || (chunk && *chunk);
 }
 
 // FORGE_CUDA_ATTENTION_CHUNK_TILES=S forces chunks of S key tiles where keys may be split (0:
@@ -202,14 +203,14 @@ constexpr int64_t kBwdDkvSmem = (6 * kBwdTileFloats + 2 * kBwdTileRows) * sizeof
 
 // inputs: qkv [B, T, 3C], out, dy [B, T, C]; output dqkv [B, T, 3C]. The tiled kernels take
 // head dimension 64 with 16-byte aligned rows and their shared memory within the device's.
-// Taken under precision fp32 only: a GPT-2 step in fp32 was 5-6% faster with them, under
+// Taken except under precision tf32: a GPT-2 step in fp32 was 5-6% faster with them, under
 // TF32 4% slower (docs/PERFORMANCE.md, session 29), where the composition's [T, T] products
-// run on tensor cores. FORGE_CUDA_TILED_ATTENTION_BWD=1 (or 0) takes them (or not) whatever
-// the precision.
+// run on tensor cores; under bf16 those products would round every [T, T] matrix first.
+// FORGE_CUDA_TILED_ATTENTION_BWD=1 (or 0) takes them (or not) whatever the precision.
 bool CudaBackend::takes_attention_bwd(const OpCall& c) const {
   const char* force = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
   const bool on =
-      force && *force ? std::strcmp(force, "1") == 0 : precision_ == GemmShape::Precision::fp32;
+      force && *force ? std::strcmp(force, "1") == 0 : precision_ != GemmShape::Precision::tf32;
   if (!on) return false;
   const Tensor& qkv = c.in(0);
   const int64_t n_head = c.attrs.n_head;

@@ -122,9 +122,15 @@ int64_t CudaBackend::round_bf16(const Tensor& x, std::optional<Scratch>& to) {
   const int64_t cols = x.dim(-1), rows = cols ? x.numel() / cols : 0;
   const int64_t ld = std::max<int64_t>(8, (cols + 7) / 8 * 8);
   to.emplace(*this, static_cast<size_t>(std::max<int64_t>(rows * ld, 8)) * 2);
-  if (rows > 0)
-    kernels_->launch("forge_round_bf16", grid_for(rows * ld), Dim3{256}, 0, ptr(x), to->get(), rows,
-                     cols, ld);
+  if (rows == 0) return ld;
+  const CUdeviceptr from = ptr(x);
+  const int64_t n = rows * cols;
+  if (ld == cols && (from & 15) == 0)  // packed rows (ld == cols is a multiple of 8)
+    kernels_->launch("forge_round_bf16", grid_for(n / 4), Dim3{256}, 0, from, to->get(), n);
+  else
+    kernels_->launch("forge_round_bf16_rows",
+                     Dim3{static_cast<unsigned>(std::min<int64_t>(rows, 65536))}, Dim3{256}, 0,
+                     from, to->get(), rows, cols, ld);
   return ld;
 }
 

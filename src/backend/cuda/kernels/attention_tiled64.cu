@@ -14,8 +14,8 @@
 // output) to `partials`, and the tile's last block to finish (a ticket counter, reset by it)
 // combines the chunks in chunk order, as attention_split.cu does, so the bits do not depend
 // on which block ends last. A tile of one chunk writes its output directly. The host passes
-// chunk_tiles = 0 (one block per tile) unless split keys are switched on (opt-in for now),
-// when the grid is full anyway, and whenever pos comes from pos_ptr (the chunk count depends
+// chunk_tiles = 0 (one block per tile) when split keys are switched off
+// (FORGE_CUDA_SPLIT_ATTENTION=0), when the grid is full anyway, and whenever pos comes from pos_ptr (the chunk count depends
 // on pos).
 //
 // Grid (items, B*nh): items run over the tiles from the last (the most keys) to the first,

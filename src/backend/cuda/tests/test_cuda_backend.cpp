@@ -375,14 +375,14 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
     EXPECT_EQ(y2.to_vector<float>(), y.to_vector<float>());
   }
   // Prefills at head dimension 64: the float4 tiled kernel, against the CPU, with one block
-  // per query tile and with split keys (opt-in: FORGE_CUDA_SPLIT_ATTENTION=1). Split, 200 and
+  // per query tile (FORGE_CUDA_SPLIT_ATTENTION=0) and with split keys (the default). Split, 200 and
   // 1024 tokens at batch 1 cut their last tiles' keys over several blocks (combined by the
   // last one to finish); 300 tokens after 37 cached ones cut chunks across rows that see none
   // of a chunk's keys. A second launch gives the same bits (its counters were left at zero).
   for (const auto& c : {std::pair<int64_t, int64_t>{200, 0}, {1024, 0}, {300, 37}})
     for (const bool split : {false, true}) {
       const int64_t T = c.first, start = c.second;
-      if (split) setenv("FORGE_CUDA_SPLIT_ATTENTION", "1", 1);
+      setenv("FORGE_CUDA_SPLIT_ATTENTION", split ? "1" : "0", 1);
       SCOPED_TRACE(testing::Message()
                    << T << " queries after " << start << (split ? ", split" : ""));
       const auto [qkv, qkv_c] = both(fill(T * 3 * H * hd, 0.23f, 0.0f), {1, T, 3 * H * hd});
@@ -409,7 +409,7 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
 // precision fp32 (no [T, T] matrix), matches the CPU's composition of the unfused chain's
 // rules, and gives the same bits when run again (no atomics). T = 200: three full 64-row tiles
 // and a partial one. Under tf32 it takes the composition (tensor-core products), unless
-// FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the kernels off under fp32.
+// FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the kernels off under fp32 (bf16 takes them too).
 TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const forge::Device dev("cuda", 0), cpu("cpu", 0);
@@ -461,6 +461,7 @@ TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   EXPECT_EQ(tiled_launches("tf32", "1"), 2u);
   EXPECT_EQ(tiled_launches("fp32", "0"), 0u);
   EXPECT_EQ(tiled_launches("fp32", nullptr), 2u);
+  EXPECT_EQ(tiled_launches("bf16", nullptr), 2u);
 }
 
 }  // namespace

@@ -121,6 +121,7 @@ TEST(CudaPrecisionOnGpu, Bf16ProductsOfEveryLayoutMatchTheRoundedOperandsProduct
   ta.trans_a = true;
   tb.trans_b = true;
   rows.b_rows = 21;  // K = 21 of b's 40 stored rows
+  gelu.trans_b = true;
   gelu.gelu = true;
   const std::vector<Case> cases = {
       {"[37, 50] x [50, 71] + bias", {37, 50}, {50, 71}, {}, true},
