@@ -1,7 +1,8 @@
 // Flat elementwise kernels: add (with row broadcast), GELU and its backward, scale, dropout,
 // rounding to bf16.
-// All are grid-stride loops over n elements: block 256, grid min(ceil(n / 256), 65536).
-// Tensors are contiguous fp32 and are treated as flat arrays of n elements.
+// All but forge_round_bf16_rows (a block a row) are grid-stride loops over n elements: block
+// 256, grid min(ceil(n / 256), 65536). Tensors are contiguous fp32 and are treated as flat
+// arrays of n elements.
 
 // a, out: [n]; b: [n] or [bn] (a row vector added to every row of a, bn = a's last dim).
 // out may equal a (add_ in place): each element is read before it is written, by one thread.
@@ -42,7 +43,8 @@ extern "C" __global__ void forge_dropout(const float* x, float* out, i64 n, u64 
 // f -> bf16 bits, rounded to nearest, ties to even (as io/half.h does); NaN stays a quiet NaN.
 static __device__ __forceinline__ u32 forge_bf16_bits(float f) {
   const u32 u = __float_as_uint(f);
-  return (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 
 // The operands of a product under precision bf16 (cuda_matmul.cpp), rounded to bf16 copies.
