@@ -44,16 +44,11 @@ train::Hyper resume_hyper() {
   return h;
 }
 
-std::vector<data::Batch> step_batches(int64_t k) {
-  return {make_batch(2, 16, 71, static_cast<uint64_t>(2 * k)),
-          make_batch(2, 16, 71, static_cast<uint64_t>(2 * k + 1))};
-}
-
 TEST(TrainState, RoundTripIsBitIdentical) {
   const std::string dir = temp_dir("roundtrip");
   gpt2::Model a = gpt2::Model::random(tiny_config(), 3);
   train::Trainer ta(a, resume_hyper());
-  for (int64_t k = 0; k < 2; ++k) ta.step(step_batches(k));
+  for (int64_t k = 0; k < 2; ++k) ta.step(two_micro_batches(k));
   ta.save_state(dir + "/s1.safetensors", {{"sampler", "1234"}, {"note", "ü"}});
 
   gpt2::Model b = gpt2::Model::random(tiny_config(), 4);  // other weights: all overwritten
@@ -90,19 +85,20 @@ TEST(TrainState, ResumeIsBitIdentical) {
   gpt2::Model a = gpt2::Model::random(tiny_config(), 8);
   train::Trainer ta(a, resume_hyper());
   std::vector<double> losses_a;
-  for (int64_t k = 0; k < 6; ++k) losses_a.push_back(ta.step(step_batches(k)).loss);
+  for (int64_t k = 0; k < 6; ++k) losses_a.push_back(ta.step(two_micro_batches(k)).loss);
   // Interrupted after 3: save, a fresh process (fresh model and trainer), load, 3 more.
   std::vector<double> losses_b;
   {
     gpt2::Model b = gpt2::Model::random(tiny_config(), 8);
     train::Trainer tb(b, resume_hyper());
-    for (int64_t k = 0; k < 3; ++k) losses_b.push_back(tb.step(step_batches(k)).loss);
+    for (int64_t k = 0; k < 3; ++k) losses_b.push_back(tb.step(two_micro_batches(k)).loss);
     tb.save_state(dir + "/state.safetensors", {});
   }
   gpt2::Model c = gpt2::Model::random(tiny_config(), 1234);
   train::Trainer tc(c, resume_hyper());
   tc.load_state(dir + "/state.safetensors");
-  for (int64_t k = tc.step_count(); k < 6; ++k) losses_b.push_back(tc.step(step_batches(k)).loss);
+  for (int64_t k = tc.step_count(); k < 6; ++k)
+    losses_b.push_back(tc.step(two_micro_batches(k)).loss);
   ASSERT_EQ(losses_a.size(), losses_b.size());
   for (size_t k = 0; k < losses_a.size(); ++k)
     EXPECT_EQ(std::memcmp(&losses_a[k], &losses_b[k], sizeof(double)), 0)
@@ -129,7 +125,7 @@ TEST(TrainState, BadFilesAreRejectedCleanly) {
   const std::string dir = temp_dir("bad");
   gpt2::Model a = gpt2::Model::random(tiny_config(), 3);
   train::Trainer ta(a, resume_hyper());
-  ta.step(step_batches(0));
+  ta.step(two_micro_batches(0));
   const std::string good = dir + "/good.safetensors";
   ta.save_state(good, {});
 
@@ -197,8 +193,8 @@ TEST(TrainState, CorruptStatesAreRejectedCleanly) {
   const std::string dir = temp_dir("corrupt");
   gpt2::Model a = gpt2::Model::random(tiny_config(), 3);
   train::Trainer ta(a, resume_hyper());
-  ta.step(step_batches(0));
-  ta.step(step_batches(1));
+  ta.step(two_micro_batches(0));
+  ta.step(two_micro_batches(1));
   const std::string good = dir + "/good.safetensors";
   ta.save_state(good, {});
   const std::string wte = ta.params()[0].name();

@@ -100,6 +100,14 @@ inline data::Batch make_batch(int64_t B, int64_t T, int64_t V, uint64_t k) {
   return {Tensor::from_vector(in, {B, T}), Tensor::from_vector(tg, {B, T})};
 }
 
+/// Step k's two micro-batches [2, 16] of tiny_config's vocabulary (batches 2k and 2k + 1), as
+/// two_micro_batch_hyper takes them.
+inline std::vector<data::Batch> two_micro_batches(int64_t k) {
+  const int64_t V = tiny_config().vocab_size;
+  return {make_batch(2, 16, V, static_cast<uint64_t>(2 * k)),
+          make_batch(2, 16, V, static_cast<uint64_t>(2 * k + 1))};
+}
+
 inline std::vector<float> values(const Tensor& t) { return t.to_vector<float>(); }
 
 inline bool bits_equal(const Tensor& a, const Tensor& b) {

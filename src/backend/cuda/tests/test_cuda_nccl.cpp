@@ -49,12 +49,6 @@ TEST(CudaNccl, WithoutNcclTheReasonNamesTheLibrary) {
   }
 }
 
-std::vector<data::Batch> micro_batches(int step) {
-  const gpt2::Config c = test::tiny_config();
-  return {test::make_batch(2, 16, c.vocab_size, 2 * static_cast<uint64_t>(step)),
-          test::make_batch(2, 16, c.vocab_size, 2 * static_cast<uint64_t>(step) + 1)};
-}
-
 TEST(CudaNcclOnGpu, AOneRankGroupTrainsExactlyAsWithoutOne) {
   if (cuda::list_gpus().gpus.empty()) GTEST_SKIP() << "no CUDA GPU here";
   if (const std::string why = cuda::nccl_unavailable_reason(); !why.empty()) GTEST_SKIP() << why;
@@ -69,8 +63,8 @@ TEST(CudaNcclOnGpu, AOneRankGroupTrainsExactlyAsWithoutOne) {
   std::remove(trace.c_str());
   tg.set_sum_timeline(trace);
   for (int s = 0; s < 4; ++s) {
-    const train::StepStats a = ta.step(micro_batches(s));
-    const train::StepStats g = tg.step(micro_batches(s));
+    const train::StepStats a = ta.step(test::two_micro_batches(s));
+    const train::StepStats g = tg.step(test::two_micro_batches(s));
     EXPECT_EQ(g.loss, a.loss) << "step " << s;
     EXPECT_EQ(g.grad_norm, a.grad_norm) << "step " << s;
   }

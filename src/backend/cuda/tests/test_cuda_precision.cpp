@@ -156,12 +156,6 @@ TEST(CudaPrecisionOnGpu, Bf16ProductsOfEveryLayoutMatchTheRoundedOperandsProduct
   }
 }
 
-std::vector<data::Batch> micro_batches(int step) {
-  const gpt2::Config c = test::tiny_config();
-  return {test::make_batch(2, 16, c.vocab_size, 2 * static_cast<uint64_t>(step)),
-          test::make_batch(2, 16, c.vocab_size, 2 * static_cast<uint64_t>(step) + 1)};
-}
-
 TEST(CudaPrecisionOnGpu, Bf16TrainingFollowsFp32AndResumesBitIdentically) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const Device gpu("cuda", 0);
@@ -172,7 +166,7 @@ TEST(CudaPrecisionOnGpu, Bf16TrainingFollowsFp32AndResumesBitIdentically) {
     gpt2::Model m = gpt2::Model::random(cfg, 5, gpu);
     train::Trainer t(m, h);
     std::vector<double> losses;
-    for (int s = 0; s < 6; ++s) losses.push_back(t.step(micro_batches(s)).loss);
+    for (int s = 0; s < 6; ++s) losses.push_back(t.step(test::two_micro_batches(s)).loss);
     for (const ag::Parameter& param : t.params())
       EXPECT_EQ(param.value().dtype(), DType::F32) << param.name();
     return losses;
@@ -195,11 +189,13 @@ TEST(CudaPrecisionOnGpu, Bf16TrainingFollowsFp32AndResumesBitIdentically) {
   gpt2::Model resumed = gpt2::Model::random(cfg, 7, gpu);  // loading replaces every weight
   train::Trainer ts(straight, h), tf(first, h), tr(resumed, h);
   std::vector<double> want;
-  for (int s = 0; s < 4; ++s) want.push_back(ts.step(micro_batches(s)).loss);
-  for (int s = 0; s < 2; ++s) EXPECT_EQ(tf.step(micro_batches(s)).loss, want[s]) << "step " << s;
+  for (int s = 0; s < 4; ++s) want.push_back(ts.step(test::two_micro_batches(s)).loss);
+  for (int s = 0; s < 2; ++s)
+    EXPECT_EQ(tf.step(test::two_micro_batches(s)).loss, want[s]) << "step " << s;
   tf.save_state(dir + "/state.safetensors", {});
   tr.load_state(dir + "/state.safetensors");
-  for (int s = 2; s < 4; ++s) EXPECT_EQ(tr.step(micro_batches(s)).loss, want[s]) << "step " << s;
+  for (int s = 2; s < 4; ++s)
+    EXPECT_EQ(tr.step(test::two_micro_batches(s)).loss, want[s]) << "step " << s;
   test::expect_same_weights(ts, tr);
 }
 
