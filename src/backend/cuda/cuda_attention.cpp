@@ -1,8 +1,9 @@
 // Fused attention on CUDA: the forward's kernel choice (decode's split keys, the 64-query
 // tiles of prefill and training, their keys optionally split where the tiles alone leave the
 // GPU a long tail, one block per query otherwise) and training's backward
-// (kernels/attention_tiled_bwd.cu at head dimension 64 except under tf32; other cases decline, and
-// the ops layer composes attention_bwd from its parts). Inputs were validated by the ops layer.
+// (kernels/attention_tiled_bwd.cu at head dimension 64 except under tf32; other cases decline,
+// and the ops layer composes attention_bwd from its parts). Under precision bf16 the 64-row
+// tiles take their tensor-core twins. Inputs were validated by the ops layer.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -17,6 +18,13 @@ namespace forge::cuda {
 namespace {
 constexpr Dim3 kBlock{256};
 constexpr int64_t kTileRows = 64;  // forge_attention_tiled's FORGE_FA_ROWS
+
+// Under precision bf16 the 64-row tiles' products run on tensor cores (kernels/attention_tc.cu:
+// forge_attention_tiled64_tc, forge_attention_bwd_*_tc) unless FORGE_CUDA_BF16_ATTENTION=0.
+bool bf16_attention_on() {
+  const char* v = std::getenv("FORGE_CUDA_BF16_ATTENTION");
+  return !(v && std::strcmp(v, "0") == 0);
+}
 
 // Key tiles that query tile q (rows 64 q ..) of T queries after pos cached ones walks.
 int64_t key_tiles(int64_t q, int64_t T, int64_t pos) {
@@ -146,12 +154,15 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
   const bool tiled = T >= kTileRows && hd % 16 == 0;
   const bool tiled64 = tiled && hd == 64 && (ptr(qkv) & 15) == 0 && (ptr(out) & 15) == 0 &&
                        (kc & 15) == 0 && (vc & 15) == 0;
-  const char* kernel =
-      tiled64 ? "forge_attention_tiled64" : (tiled ? "forge_attention_tiled" : "forge_attention");
+  const bool tc = tiled64 && precision_ == GemmShape::Precision::bf16 && bf16_attention_on();
+  const char* kernel = tc ? "forge_attention_tiled64_tc"
+                          : (tiled64 ? "forge_attention_tiled64"
+                                     : (tiled ? "forge_attention_tiled" : "forge_attention"));
   int64_t smem = 0;
   if (tiled64) {
-    smem = (3 * 68 + 64) * kTileRows * static_cast<int64_t>(sizeof(float));
-    allow_shared_memory(kernel, smem, attention_tiled64_smem_limit_,
+    smem = ((tc ? 4 * 68 : 3 * 68 + 64) * kTileRows) * static_cast<int64_t>(sizeof(float));
+    allow_shared_memory(kernel, smem,
+                        tc ? attention_tiled64_tc_smem_limit_ : attention_tiled64_smem_limit_,
                         "tiles of " + std::to_string(kTileRows) + " rows of head dimension 64");
   } else if (tiled) {
     smem = (3 * (hd + 1) + 65) * kTileRows * static_cast<int64_t>(sizeof(float));
@@ -228,18 +239,23 @@ void CudaBackend::attention_bwd(const OpCall& c) {
   const int64_t n_head = c.attrs.n_head;
   const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
   const float scale = 1.0f / std::sqrt(64.0f);
-  allow_shared_memory("forge_attention_bwd_dq", kBwdDqSmem, attention_bwd_dq_smem_limit_,
+  const bool tc = precision_ == GemmShape::Precision::bf16 && bf16_attention_on();
+  const char* dq = tc ? "forge_attention_bwd_dq_tc" : "forge_attention_bwd_dq";
+  const char* dkv = tc ? "forge_attention_bwd_dkv_tc" : "forge_attention_bwd_dkv";
+  allow_shared_memory(dq, kBwdDqSmem,
+                      tc ? attention_bwd_dq_tc_smem_limit_ : attention_bwd_dq_smem_limit_,
                       "the gradient's tiles");
-  allow_shared_memory("forge_attention_bwd_dkv", kBwdDkvSmem, attention_bwd_dkv_smem_limit_,
+  allow_shared_memory(dkv, kBwdDkvSmem,
+                      tc ? attention_bwd_dkv_tc_smem_limit_ : attention_bwd_dkv_smem_limit_,
                       "the gradient's tiles");
   // Each row's lse and D_t = dy_t . out_t, from the first kernel to the second.
   Scratch stats(*this, static_cast<size_t>(2 * B * n_head * T) * sizeof(float));
   const Dim3 grid{static_cast<unsigned>((T + kBwdTileRows - 1) / kBwdTileRows),
                   static_cast<unsigned>(B * n_head)};
-  kernels_->launch("forge_attention_bwd_dq", grid, Dim3{256}, static_cast<size_t>(kBwdDqSmem),
-                   ptr(qkv), ptr(out), ptr(dy), ptr(dqkv), stats.get(), B, T, n_head, scale);
-  kernels_->launch("forge_attention_bwd_dkv", grid, Dim3{256}, static_cast<size_t>(kBwdDkvSmem),
-                   ptr(qkv), ptr(dy), ptr(dqkv), stats.get(), B, T, n_head, scale);
+  kernels_->launch(dq, grid, Dim3{256}, static_cast<size_t>(kBwdDqSmem), ptr(qkv), ptr(out),
+                   ptr(dy), ptr(dqkv), stats.get(), B, T, n_head, scale);
+  kernels_->launch(dkv, grid, Dim3{256}, static_cast<size_t>(kBwdDkvSmem), ptr(qkv), ptr(dy),
+                   ptr(dqkv), stats.get(), B, T, n_head, scale);
 }
 
 }  // namespace forge::cuda

@@ -149,12 +149,15 @@ class CudaBackend final : public Backend {
   std::vector<std::pair<CUdeviceptr, size_t>> kept_blocks_;
   std::atomic<uint64_t> gemm_launches_{0};
   int attention_smem_limit_ = 0;  // bytes of dynamic shared memory forge_attention may use now
-  int attention_tiled_smem_limit_ = 48 << 10;    // the same for forge_attention_tiled
-  int attention_tiled64_smem_limit_ = 48 << 10;  // and forge_attention_tiled64
-  int attention_bwd_dq_smem_limit_ = 48 << 10;   // forge_attention_bwd_dq
-  int attention_bwd_dkv_smem_limit_ = 48 << 10;  // forge_attention_bwd_dkv
-  int attention_smem_optin_ = 0;                 // the most the device allows a block
-  int multiprocessors_ = 0;                      // the GPU's SMs
+  int attention_tiled_smem_limit_ = 48 << 10;       // the same for forge_attention_tiled
+  int attention_tiled64_smem_limit_ = 48 << 10;     // and forge_attention_tiled64
+  int attention_tiled64_tc_smem_limit_ = 48 << 10;  // forge_attention_tiled64_tc
+  int attention_bwd_dq_smem_limit_ = 48 << 10;      // forge_attention_bwd_dq
+  int attention_bwd_dkv_smem_limit_ = 48 << 10;     // forge_attention_bwd_dkv
+  int attention_bwd_dq_tc_smem_limit_ = 48 << 10;   // forge_attention_bwd_dq_tc
+  int attention_bwd_dkv_tc_smem_limit_ = 48 << 10;  // forge_attention_bwd_dkv_tc
+  int attention_smem_optin_ = 0;                    // the most the device allows a block
+  int multiprocessors_ = 0;                         // the GPU's SMs
   // The ticket counters of forge_attention_split (one per query and head of a launch) and of
   // forge_attention_tiled64's split keys (one per query tile and head): zeroed once, left
   // zero by every launch, so a launch takes at most kTicketCounters of them.

@@ -15,8 +15,8 @@
 // combines the chunks in chunk order, as attention_split.cu does, so the bits do not depend
 // on which block ends last. A tile of one chunk writes its output directly. The host passes
 // chunk_tiles = 0 (one block per tile) when split keys are switched off
-// (FORGE_CUDA_SPLIT_ATTENTION=0), when the grid is full anyway, and whenever pos comes from pos_ptr (the chunk count depends
-// on pos).
+// (FORGE_CUDA_SPLIT_ATTENTION=0), when the grid is full anyway, and whenever pos comes from pos_ptr
+// (the chunk count depends on pos).
 //
 // Grid (items, B*nh): items run over the tiles from the last (the most keys) to the first,
 // each tile's chunks in key order, so the longest blocks start first. partials: [B*nh, items,
@@ -70,12 +70,16 @@ static __device__ __forceinline__ float4 forge_ld_l2_4(const float* p) {
   return v;
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_tiled64(const float* qkv, const float* k_cache, const float* v_cache,
-                            float* out, i64 B, i64 T, i64 nh, i64 hd, i64 cap, i64 pos,
-                            const u32* pos_ptr, float scale, i64 chunk_tiles, float* partials,
-                            u32* counters) {
+// TC: the scores and P V on tensor cores (attention_tc.cu; precision bf16), with V's tile
+// [64][68] like the others (69,632 bytes in all): mma's column reads of a [64][64] tile would
+// hit one bank four times. The scores land in the P tile, P V in the K tile (free by then).
+template <bool TC>
+static __device__ __forceinline__ void forge_attention_tiled64_body(
+    const float* qkv, const float* k_cache, const float* v_cache, float* out, i64 B, i64 T, i64 nh,
+    i64 hd, i64 cap, i64 pos, const u32* pos_ptr, float scale, i64 chunk_tiles, float* partials,
+    u32* counters) {
   extern __shared__ float4 forge_fa64_smem4[];
+  constexpr int VLD = TC ? FORGE_FA64_LD : 64;
   if (hd != 64 || blockDim.x != 256) return;  // refused by the host
   const i64 bh = blockIdx.y;
   if (bh >= B * nh) return;
@@ -84,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   float* q_s = reinterpret_cast<float*>(forge_fa64_smem4);  // [64][68]
   float* k_s = q_s + FORGE_FA_ROWS * FORGE_FA64_LD;         // [64][68]
   float* p_s = k_s + FORGE_FA_ROWS * FORGE_FA64_LD;         // [64][68]
-  float* v_s = p_s + FORGE_FA_ROWS * FORGE_FA64_LD;         // [64][64]
+  float* v_s = p_s + FORGE_FA_ROWS * FORGE_FA64_LD;         // [64][VLD]
 
   const ForgeAttnKv kv = forge_attn_kv(qkv, k_cache, v_cache, bh, T, nh, 64, cap, pos, pos_ptr);
   pos = kv.pos;
@@ -113,12 +117,18 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   for (i64 s0 = k_begin; s0 < k_end; s0 += FORGE_FA_ROWS) {
     __syncthreads();  // the previous tile's readers are done (and q_s is written)
     forge_fa_load_tile(k_s, FORGE_FA64_LD, kv.k, kv.stride, s0, n_keys, 64, 1.0f, true);
-    forge_fa_load_tile(v_s, 64, kv.v, kv.stride, s0, n_keys, 64, 1.0f, true);
+    forge_fa_load_tile(v_s, VLD, kv.v, kv.stride, s0, n_keys, 64, 1.0f, true);
     __syncthreads();
 
     // Scores of rows ty + 16 i against keys tx + 16 j.
     float sc[4][4];
-    forge_fa_dot64(sc, q_s, k_s, ty, tx);
+    if (TC) {
+      forge_tc_dot64<FORGE_FA64_LD>(p_s, q_s, k_s);
+      __syncthreads();
+      forge_tc_take<FORGE_FA64_LD>(sc, p_s, ty, tx);  // softmax rewrites just these elements
+    } else {
+      forge_fa_dot64(sc, q_s, k_s, ty, tx);
+    }
 
     // Causal mask, then the running max and sum of each row (attention_tiled.cu).
     float corr[4];
@@ -130,7 +140,24 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     __syncthreads();
 
     // O += P V: rows ty + 16 i, dimensions 4 tx .. 4 tx + 3, keys 4 at a time.
-    forge_fa_acc64(o, p_s, v_s, 64, ty, tx);
+    if (TC) {
+      float pv[4][4];
+      forge_tc_zero(pv);
+      forge_tc_acc64<FORGE_FA64_LD, VLD>(pv, p_s, v_s);
+      forge_tc_store<FORGE_FA64_LD>(k_s, pv);  // the scores' readers passed the barrier above
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 r =
+            *reinterpret_cast<const float4*>(k_s + (ty + 16 * i) * FORGE_FA64_LD + 4 * tx);
+        o[i][0] += r.x;
+        o[i][1] += r.y;
+        o[i][2] += r.z;
+        o[i][3] += r.w;
+      }
+    } else {
+      forge_fa_acc64(o, p_s, v_s, 64, ty, tx);
+    }
   }
 
   if (it.chunks == 1) {
@@ -199,4 +226,22 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         forge_f4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
   }
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    forge_attention_tiled64(const float* qkv, const float* k_cache, const float* v_cache,
+                            float* out, i64 B, i64 T, i64 nh, i64 hd, i64 cap, i64 pos,
+                            const u32* pos_ptr, float scale, i64 chunk_tiles, float* partials,
+                            u32* counters) {
+  forge_attention_tiled64_body<false>(qkv, k_cache, v_cache, out, B, T, nh, hd, cap, pos, pos_ptr,
+                                      scale, chunk_tiles, partials, counters);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    forge_attention_tiled64_tc(const float* qkv, const float* k_cache, const float* v_cache,
+                               float* out, i64 B, i64 T, i64 nh, i64 hd, i64 cap, i64 pos,
+                               const u32* pos_ptr, float scale, i64 chunk_tiles, float* partials,
+                               u32* counters) {
+  forge_attention_tiled64_body<true>(qkv, k_cache, v_cache, out, B, T, nh, hd, cap, pos, pos_ptr,
+                                     scale, chunk_tiles, partials, counters);
 }

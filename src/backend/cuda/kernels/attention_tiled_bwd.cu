@@ -16,6 +16,12 @@
 // The queries are loaded times scale, so scale q . k is one product and dk needs no scale.
 // Dynamic shared memory: 5 (dq) or 6 (dkv) tiles of [64][68] floats, plus 2 x 64 floats for
 // dkv's lse and D: 87,040 and 104,960 bytes (the host raises the 48 KiB default).
+//
+// The _tc twins (precision bf16; same arguments, grid and memory) run the 64 x 64 x 64 tile
+// products on tensor cores (attention_tc.cu: bf16 operands, fp32 sums). Their scores and dP
+// go through a shared tile (the dS tile, or P^T's and dS^T's in dkv) to the (ty, tx) layout
+// above, so the masking, the row statistics and dS are the fp32 kernels' own; their dq, dk
+// and dv sums stay in the tensor cores' accumulator layout over the whole walk.
 
 // Each row's D_t = dy_t . out_t for rows t0 + ty + 16 i (0 past T): 16 lanes of a warp half
 // each add 4 dimensions.
@@ -36,9 +42,74 @@ static __device__ __forceinline__ void forge_fab_row_dots(float (&d)[4], const f
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_bwd_dq(const float* qkv, const float* out, const float* dy, float* dqkv,
-                           float* stats, i64 B, i64 T, i64 nh, float scale) {
+// Scores a . b^T of thread (ty, tx)'s elements (forge_fa_dot64). With TC through the shared
+// tile `scratch`: the barrier first lets its previous readers finish.
+template <bool TC>
+static __device__ __forceinline__ void forge_fab_dot(float (&sc)[4][4], const float* a,
+                                                     const float* b, float* scratch, int ty,
+                                                     int tx) {
+  if (TC) {
+    __syncthreads();
+    forge_tc_dot64<FORGE_FA64_LD>(scratch, a, b);
+    __syncthreads();
+    forge_tc_take<FORGE_FA64_LD>(sc, scratch, ty, tx);
+  } else {
+    forge_fa_dot64(sc, a, b, ty, tx);
+  }
+}
+
+// acc += p . v over 64 rows of v (both [64][68] tiles): (ty, tx)'s 4 rows x 4 dimensions, or
+// with TC the warp's accumulator block.
+template <bool TC>
+static __device__ __forceinline__ void forge_fab_acc(float (&acc)[4][4], const float* p,
+                                                     const float* v, int ty, int tx) {
+  if (TC)
+    forge_tc_acc64<FORGE_FA64_LD, FORGE_FA64_LD>(acc, p, v);
+  else
+    forge_fa_acc64(acc, p, v, FORGE_FA64_LD, ty, tx);
+}
+
+// Rows r0 + (the warp's rows) of `dst` (row stride `stride`, at column offset 0 of the head)
+// = mul * acc, for rows < T.
+static __device__ __forceinline__ void forge_tc_store_rows(float* dst, i64 stride, i64 r0, i64 T,
+                                                           const float (&acc)[4][4], float mul) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const i64 r = r0 + 16 * (w & 3) + g + 8 * half;
+    if (r >= T) continue;
+    float* row = dst + r * stride + 32 * (w >> 2) + 2 * q;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+      *reinterpret_cast<float2*>(row + 8 * nt) =
+          forge_f2(acc[nt][2 * half] * mul, acc[nt][2 * half + 1] * mul);
+  }
+}
+
+// Rows r0 .. of `dst` (row stride `stride`) = mul * acc (forge_fab_acc's layout), rows < T.
+template <bool TC>
+static __device__ __forceinline__ void forge_fab_store(float* dst, i64 stride, i64 r0, i64 T,
+                                                       const float (&acc)[4][4], float mul, int ty,
+                                                       int tx) {
+  if (TC) {
+    forge_tc_store_rows(dst, stride, r0, T, acc, mul);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const i64 r = r0 + ty + 16 * i;
+      if (r < T)
+        *reinterpret_cast<float4*>(dst + r * stride + 4 * tx) =
+            forge_f4(acc[i][0] * mul, acc[i][1] * mul, acc[i][2] * mul, acc[i][3] * mul);
+    }
+  }
+}
+
+template <bool TC>
+static __device__ __forceinline__ void forge_attention_bwd_dq_body(const float* qkv,
+                                                                   const float* out,
+                                                                   const float* dy, float* dqkv,
+                                                                   float* stats, i64 B, i64 T,
+                                                                   i64 nh, float scale) {
   extern __shared__ float4 forge_fab_dq_smem4[];
   if (blockDim.x != 256) return;                                      // refused by the host
   const i64 tile = (i64)gridDim.x - 1 - blockIdx.x, bh = blockIdx.y;  // longest tiles first
@@ -49,7 +120,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
   float* dy_s = q_s + tile_floats;
   float* k_s = dy_s + tile_floats;
   float* v_s = k_s + tile_floats;
-  float* ds_s = v_s + tile_floats;
+  float* ds_s = v_s + tile_floats;  // dS (with TC first the scores, then dP)
 
   const i64 t0 = tile * FORGE_FA_ROWS;
   const i64 n_keys = (t0 + FORGE_FA_ROWS < T ? t0 + FORGE_FA_ROWS : T);  // the last row's keys
@@ -74,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     forge_fa_load_tile(k_s, FORGE_FA64_LD, k_base, 3 * C, s0, n_keys, 64, 1.0f, true);
     __syncthreads();
     float sc[4][4];
-    forge_fa_dot64(sc, q_s, k_s, ty, tx);
+    forge_fab_dot<TC>(sc, q_s, k_s, ds_s, ty, tx);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const i64 t = t0 + ty + 16 * i;
@@ -117,8 +188,9 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     forge_fa_load_tile(v_s, FORGE_FA64_LD, v_base, 3 * C, s0, n_keys, 64, 1.0f, true);
     __syncthreads();
     float sc[4][4], dp[4][4];
-    forge_fa_dot64(sc, q_s, k_s, ty, tx);
-    forge_fa_dot64(dp, dy_s, v_s, ty, tx);  // dP_ts = dy_t . v_s
+    forge_fab_dot<TC>(sc, q_s, k_s, ds_s, ty, tx);
+    forge_fab_dot<TC>(dp, dy_s, v_s, ds_s, ty, tx);  // dP_ts = dy_t . v_s
+    // Each thread writes the dS elements it read (with TC): no barrier between.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const i64 t = t0 + ty + 16 * i;
@@ -130,25 +202,16 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       }
     }
     __syncthreads();
-    forge_fa_acc64(dq, ds_s, k_s, FORGE_FA64_LD, ty, tx);
+    forge_fab_acc<TC>(dq, ds_s, k_s, ty, tx);
   }
-
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const i64 t = t0 + ty + 16 * i;
-    if (t >= T) continue;
-    float4 r;
-    r.x = dq[i][0] * scale;
-    r.y = dq[i][1] * scale;
-    r.z = dq[i][2] * scale;
-    r.w = dq[i][3] * scale;
-    *reinterpret_cast<float4*>(dqkv + (b * T + t) * 3 * C + h * 64 + 4 * tx) = r;
-  }
+  forge_fab_store<TC>(dqkv + b * T * 3 * C + h * 64, 3 * C, t0, T, dq, scale, ty, tx);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_bwd_dkv(const float* qkv, const float* dy, float* dqkv, const float* stats,
-                            i64 B, i64 T, i64 nh, float scale) {
+template <bool TC>
+static __device__ __forceinline__ void forge_attention_bwd_dkv_body(const float* qkv,
+                                                                    const float* dy, float* dqkv,
+                                                                    const float* stats, i64 B,
+                                                                    i64 T, i64 nh, float scale) {
   extern __shared__ float4 forge_fab_dkv_smem4[];
   if (blockDim.x != 256) return;                                    // refused by the host
   const i64 s0 = (i64)blockIdx.x * FORGE_FA_ROWS, bh = blockIdx.y;  // key tile 0 (most work) first
@@ -189,8 +252,9 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     __syncthreads();
     // Rows ty + 16 i are keys, columns tx + 16 j queries: P^T and dS^T.
     float sc[4][4], dp[4][4];
-    forge_fa_dot64(sc, k_s, q_s, ty, tx);
-    forge_fa_dot64(dp, v_s, dy_s, ty, tx);  // dP^T_st = v_s . dy_t
+    forge_fab_dot<TC>(sc, k_s, q_s, p_s, ty, tx);
+    forge_fab_dot<TC>(dp, v_s, dy_s, ds_s, ty, tx);  // dP^T_st = v_s . dy_t
+    // Each thread writes the P^T and dS^T elements it read (with TC): no barrier between.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const i64 s = s0 + ty + 16 * i;
@@ -204,25 +268,34 @@ extern "C" __global__ void __launch_bounds__(256, 2)
       }
     }
     __syncthreads();
-    forge_fa_acc64(dv, p_s, dy_s, FORGE_FA64_LD, ty, tx);  // dv_s += P_ts dy_t
-    forge_fa_acc64(dk, ds_s, q_s, FORGE_FA64_LD, ty, tx);  // dk_s += dS_ts (scale q_t)
+    forge_fab_acc<TC>(dv, p_s, dy_s, ty, tx);  // dv_s += P_ts dy_t
+    forge_fab_acc<TC>(dk, ds_s, q_s, ty, tx);  // dk_s += dS_ts (scale q_t)
   }
+  float* base = dqkv + b * T * 3 * C + h * 64;
+  forge_fab_store<TC>(base + C, 3 * C, s0, T, dk, 1.0f, ty, tx);
+  forge_fab_store<TC>(base + 2 * C, 3 * C, s0, T, dv, 1.0f, ty, tx);
+}
 
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const i64 s = s0 + ty + 16 * i;
-    if (s >= T) continue;
-    float* row = dqkv + (b * T + s) * 3 * C + h * 64 + 4 * tx;
-    float4 k4, v4;
-    k4.x = dk[i][0];
-    k4.y = dk[i][1];
-    k4.z = dk[i][2];
-    k4.w = dk[i][3];
-    v4.x = dv[i][0];
-    v4.y = dv[i][1];
-    v4.z = dv[i][2];
-    v4.w = dv[i][3];
-    *reinterpret_cast<float4*>(row + C) = k4;
-    *reinterpret_cast<float4*>(row + 2 * C) = v4;
-  }
+extern "C" __global__ void __launch_bounds__(256, 2)
+    forge_attention_bwd_dq(const float* qkv, const float* out, const float* dy, float* dqkv,
+                           float* stats, i64 B, i64 T, i64 nh, float scale) {
+  forge_attention_bwd_dq_body<false>(qkv, out, dy, dqkv, stats, B, T, nh, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    forge_attention_bwd_dq_tc(const float* qkv, const float* out, const float* dy, float* dqkv,
+                              float* stats, i64 B, i64 T, i64 nh, float scale) {
+  forge_attention_bwd_dq_body<true>(qkv, out, dy, dqkv, stats, B, T, nh, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    forge_attention_bwd_dkv(const float* qkv, const float* dy, float* dqkv, const float* stats,
+                            i64 B, i64 T, i64 nh, float scale) {
+  forge_attention_bwd_dkv_body<false>(qkv, dy, dqkv, stats, B, T, nh, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    forge_attention_bwd_dkv_tc(const float* qkv, const float* dy, float* dqkv, const float* stats,
+                               i64 B, i64 T, i64 nh, float scale) {
+  forge_attention_bwd_dkv_body<true>(qkv, dy, dqkv, stats, B, T, nh, scale);
 }

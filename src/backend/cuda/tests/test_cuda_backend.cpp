@@ -22,6 +22,7 @@
 #include "backend/cuda/driver.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/nvrtc.h"
+#include "cuda_test_util.h"
 #include "forge/backend.h"
 #include "forge/device_queue.h"
 #include "forge/devices.h"
@@ -47,7 +48,7 @@ bool nvrtc_installed() {
   return false;
 }
 
-bool have_gpu() { return !forge::cuda::list_gpus().gpus.empty(); }
+using forge::cuda::test::have_gpu;
 
 // Sets an environment variable for one scope.
 class ScopedEnv {
@@ -288,12 +289,7 @@ TEST(CudaMatmulOnGpu, FewRowProductsRunAsGemvAndMatchFloat64) {
   }
 }
 
-// The kernels of one profiled call, by name and count.
-std::map<std::string, uint64_t> launches_by_kernel(const forge::Device& dev) {
-  std::map<std::string, uint64_t> n;
-  for (const forge::KernelTime& t : forge::kernel_times(dev)) n[t.kernel] += t.dispatches;
-  return n;
-}
+using forge::cuda::test::launches_by_kernel;
 
 // A decode step's seams take the fused few-row kernels: layernorm_matmul is one
 // forge_gemv_nn (no forge_layernorm), matmul_add_layernorm_matmul two (no copy of x, no
@@ -409,7 +405,8 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
 // precision fp32 (no [T, T] matrix), matches the CPU's composition of the unfused chain's
 // rules, and gives the same bits when run again (no atomics). T = 200: three full 64-row tiles
 // and a partial one. Under tf32 it takes the composition (tensor-core products), unless
-// FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the kernels off under fp32 (bf16 takes them too).
+// FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the kernels off under fp32. bf16 takes their
+// tensor-core twins (the _tc kernels), or with FORGE_CUDA_BF16_ATTENTION=0 the fp32 ones.
 TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const forge::Device dev("cuda", 0), cpu("cpu", 0);
@@ -445,23 +442,30 @@ TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   EXPECT_GT(largest, 0.1);  // a real gradient, not zeros on both sides
   EXPECT_LT(worst, 1e-4 * (1.0 + largest)) << "largest " << largest;
   EXPECT_EQ(forge::attention_bwd(qkv, y, dy, H).to_vector<float>(), g);
-  // Which path runs: the tiled kernels' launches, by precision and switch.
-  auto tiled_launches = [&](const char* precision, const char* force) {
+  // Which path runs: the tiled kernels' launches, by precision and switches.
+  auto tiled_launches = [&](const char* precision, const char* force, const char* tc) {
     forge::set_device_setting(dev, "precision", precision);
     if (force) setenv("FORGE_CUDA_TILED_ATTENTION_BWD", force, 1);
+    if (tc) setenv("FORGE_CUDA_BF16_ATTENTION", tc, 1);
     forge::set_profiling(dev, true);
     (void)forge::attention_bwd(qkv, y, dy, H).to_vector<float>();
-    const auto l = launches_by_kernel(dev);
+    auto l = launches_by_kernel(dev);
     forge::set_profiling(dev, false);
     unsetenv("FORGE_CUDA_TILED_ATTENTION_BWD");
+    unsetenv("FORGE_CUDA_BF16_ATTENTION");
     forge::set_device_setting(dev, "precision", "fp32");
-    return l.count("forge_attention_bwd_dq") + l.count("forge_attention_bwd_dkv");
+    std::erase_if(l, [](const auto& e) { return e.first.find("attention_bwd") == e.first.npos; });
+    return l;
   };
-  EXPECT_EQ(tiled_launches("tf32", nullptr), 0u);
-  EXPECT_EQ(tiled_launches("tf32", "1"), 2u);
-  EXPECT_EQ(tiled_launches("fp32", "0"), 0u);
-  EXPECT_EQ(tiled_launches("fp32", nullptr), 2u);
-  EXPECT_EQ(tiled_launches("bf16", nullptr), 2u);
+  using Launches = std::map<std::string, uint64_t>;
+  const Launches fp32_kernels{{"forge_attention_bwd_dkv", 1}, {"forge_attention_bwd_dq", 1}};
+  const Launches tc_kernels{{"forge_attention_bwd_dkv_tc", 1}, {"forge_attention_bwd_dq_tc", 1}};
+  EXPECT_EQ(tiled_launches("tf32", nullptr, nullptr), Launches{});
+  EXPECT_EQ(tiled_launches("tf32", "1", nullptr), fp32_kernels);
+  EXPECT_EQ(tiled_launches("fp32", "0", nullptr), Launches{});
+  EXPECT_EQ(tiled_launches("fp32", nullptr, nullptr), fp32_kernels);
+  EXPECT_EQ(tiled_launches("bf16", nullptr, nullptr), tc_kernels);
+  EXPECT_EQ(tiled_launches("bf16", nullptr, "0"), fp32_kernels);
 }
 
 }  // namespace

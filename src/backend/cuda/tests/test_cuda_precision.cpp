@@ -6,6 +6,8 @@
 //  - bf16 products of every operand layout (transposed, batched, a shared b, b_rows, widths
 //    that are not a multiple of 8, which the bf16 copies pad) against the CPU's fp32 product
 //    of the rounded operands;
+//  - attention's 64-row tiles on tensor cores (forward, split keys, gradient) against the CPU
+//    within bf16's rounding;
 //  - a tiny GPT-2 trained under bf16: losses within 2% of fp32's step by step but not the same
 //    bits, every weight still fp32, and a run saved and resumed half-way bit-identical to one
 //    run straight through.
@@ -14,10 +16,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/driver.h"
+#include "cuda_test_util.h"
 #include "forge/devices.h"
 #include "forge/error.h"
 #include "forge/gpt2.h"
@@ -31,7 +36,8 @@ namespace {
 
 using namespace forge;
 
-bool have_gpu() { return !cuda::list_gpus().gpus.empty(); }
+using cuda::test::have_gpu;
+using cuda::test::launches_by_kernel;
 
 // Sets the device's precision for one scope, then back to fp32 (the default).
 class ScopedPrecision {
@@ -197,6 +203,97 @@ TEST(CudaPrecisionOnGpu, Bf16TrainingFollowsFp32AndResumesBitIdentically) {
   for (int s = 2; s < 4; ++s)
     EXPECT_EQ(tr.step(test::two_micro_batches(s)).loss, want[s]) << "step " << s;
   test::expect_same_weights(ts, tr);
+}
+
+// Relative errors of got against want: the largest over want's largest, and the sum's over
+// want's absolute sum.
+struct RelErr {
+  double worst = 0.0, mean = 0.0;
+};
+RelErr rel_err(const std::vector<float>& got, const std::vector<float>& want) {
+  double worst = 0.0, largest = 0.0, err = 0.0, sum = 0.0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double e = std::abs(double(got[i]) - want[i]);
+    worst = std::max(worst, e);
+    largest = std::max(largest, std::abs(double(want[i])));
+    err += e;
+    sum += std::abs(double(want[i]));
+  }
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_GT(largest, 0.1);  // real values, not zeros on both sides
+  return {worst / largest, err / sum};
+}
+
+// Under precision bf16 the 64-row attention tiles' products run on tensor cores with bf16
+// operands (the _tc kernels): forward (with split keys after a cache too) and gradient are the
+// CPU's within bf16's rounding (2^-9 relative per operand), not the fp32 kernels' bits, and
+// the same bits when run again.
+TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const Device dev("cuda", 0), cpu("cpu", 0);
+  const int64_t B = 2, T = 200, H = 3, C = H * 64;
+  auto fill = [](int64_t n, float f, float shift) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(f * static_cast<float>(i)) + shift;
+    return v;
+  };
+  auto expect_bf16_close = [](const std::vector<float>& got, const std::vector<float>& want,
+                              const std::vector<float>& fp32) {
+    const RelErr e = rel_err(got, want);
+    EXPECT_LT(e.worst, 3e-2);
+    EXPECT_LT(e.mean, 1e-2);  // the typical element: a few bf16 roundings
+    EXPECT_GT(e.mean, 1e-5);  // operands really rounded (fp32 gives ~1e-7)
+    EXPECT_NE(got, fp32);
+  };
+  const Tensor qkv_c = Tensor::from_vector(fill(B * T * 3 * C, 0.37f, 0.1f), {B, T, 3 * C}, cpu);
+  const Tensor dy_c = Tensor::from_vector(fill(B * T * C, 0.053f, -0.2f), {B, T, C}, cpu);
+  const Tensor y_c = attention(qkv_c, H);
+  const std::vector<float> w = attention_bwd(qkv_c, y_c, dy_c, H).to_vector<float>();
+  const Tensor qkv = qkv_c.to(dev), dy = dy_c.to(dev);
+  const Tensor y = attention(qkv, H);
+  const std::vector<float> g32 = attention_bwd(qkv, y, dy, H).to_vector<float>();
+  // A prefill of 300 queries after 37 cached keys, in chunks of 2 key tiles.
+  const int64_t start = 37, T2 = 300;
+  const Tensor q2_c = Tensor::from_vector(fill(T2 * 3 * C, 0.23f, 0.0f), {1, T2, 3 * C}, cpu);
+  auto cached = [&](const Tensor& q, Device d) {
+    Tensor k =
+        Tensor::from_vector(fill(H * (start + T2) * 64, 0.029f, 0.0f), {H, start + T2, 64}, d);
+    Tensor v =
+        Tensor::from_vector(fill(H * (start + T2) * 64, 0.031f, 0.5f), {H, start + T2, 64}, d);
+    setenv("FORGE_CUDA_ATTENTION_CHUNK_TILES", "2", 1);
+    const std::vector<float> r = attention(q, H, k, v, start).to_vector<float>();
+    unsetenv("FORGE_CUDA_ATTENTION_CHUNK_TILES");
+    return r;
+  };
+  const Tensor q2 = q2_c.to(dev);
+  const std::vector<float> c_want = cached(q2_c, cpu), c32 = cached(q2, dev);
+
+  set_device_setting(dev, "precision", "bf16");
+  set_profiling(dev, true);
+  const Tensor yb = attention(qkv, H);
+  const std::vector<float> g = attention_bwd(qkv, y, dy, H).to_vector<float>();
+  const auto launches = launches_by_kernel(dev);
+  set_profiling(dev, false);
+  const std::vector<float> again = attention_bwd(qkv, y, dy, H).to_vector<float>();
+  const std::vector<float> cb = cached(q2, dev), cb_again = cached(q2, dev);
+  set_device_setting(dev, "precision", "fp32");
+  EXPECT_EQ(launches, (std::map<std::string, uint64_t>{{"forge_attention_bwd_dkv_tc", 1},
+                                                       {"forge_attention_bwd_dq_tc", 1},
+                                                       {"forge_attention_tiled64_tc", 1}}));
+  {
+    SCOPED_TRACE("forward");
+    expect_bf16_close(yb.to_vector<float>(), y_c.to_vector<float>(), y.to_vector<float>());
+  }
+  {
+    SCOPED_TRACE("forward after a cache, split keys");
+    expect_bf16_close(cb, c_want, c32);
+    EXPECT_EQ(cb_again, cb);
+  }
+  {
+    SCOPED_TRACE("gradient");
+    expect_bf16_close(g, w, g32);
+    EXPECT_EQ(again, g);
+  }
 }
 
 }  // namespace
