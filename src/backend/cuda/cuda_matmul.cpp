@@ -62,13 +62,13 @@ void CudaBackend::gemv(const GemmShape& s, const Gemv& g) {
     return;
   }
   // The rows of x (or their layernorm) go to shared memory when they fit; the same memory
-  // then holds the partial sums (32 KiB).
-  // Not launched early (Kernels::launch_early): that made fp32 decode slower on an H100
-  // (docs/PERFORMANCE.md, session 27); the kernels still wait and let the next one start.
+  // then holds the partial sums (32 KiB). Launched early only into a captured step (a decode
+  // step's graph, where the weights it reads before its wait are constant).
   const bool staged = gemv_stages_rows(s.m, s.k);
   const size_t smem = std::max<size_t>(32 << 10, staged ? s.m * s.k * sizeof(float) : 0);
-  kernels_->launch("forge_gemv_nn", Dim3{blocks}, Dim3{256}, smem, g.x, g.w, g.bias, g.out, s.m,
-                   s.k, s.n, g.alpha, gelu, acc, g.res, g.gamma, g.beta, g.eps, staged ? 1 : 0);
+  kernels_->launch_early_if(capturing_, "forge_gemv_nn", Dim3{blocks}, Dim3{256}, smem, g.x, g.w,
+                            g.bias, g.out, s.m, s.k, s.n, g.alpha, gelu, acc, g.res, g.gamma,
+                            g.beta, g.eps, staged ? 1 : 0);
 }
 
 void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,

@@ -55,6 +55,13 @@ class Kernels {
     launch_as(true, name, grid, block, shared_bytes, args...);
   }
 
+  /// launch_early() when `early`, else launch().
+  template <class... Args>
+  void launch_early_if(bool early, const char* name, Dim3 grid, Dim3 block, size_t shared_bytes,
+                       const Args&... args) {
+    launch_as(early, name, grid, block, shared_bytes, args...);
+  }
+
   /// Launches so far.
   uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
 

@@ -52,7 +52,23 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
       reinterpret_cast<float(*)[FORGE_GEMV_MAX_M][FORGE_GEMV_COLS]>(forge_gemv_smem);
   // Refused by the host: too many rows, another block size, a layernorm without staging.
   if (M > FORGE_GEMV_MAX_M || blockDim.x != 256 || (gamma != nullptr && !staged)) return;
-  // For an early launch (the host launches it normally now: docs/PERFORMANCE.md, session 27).
+  const int quad = threadIdx.x & 1, g = threadIdx.x >> 1;
+  const i64 c0 = blockIdx.x * (i64)FORGE_GEMV_COLS + quad * 4;
+  // Rows in batches of 8: all 8 reads are issued before the first is used (a loop unrolled
+  // by the compiler would run K = 768's 6 rows a thread one at a time). The first batch (all
+  // of a thread's rows for K <= 1024) is read before the wait and the staging: its latency
+  // then overlaps theirs and, launched early, the kernel before. The host launches it early
+  // only into a decode step's graph, where no kernel writes the weights; otherwise it starts
+  // after the kernel before has ended, and any order of its reads is safe.
+  float4 wv[8];
+  auto load_rows = [&](i64 k0) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      const i64 k = k0 + u * FORGE_GEMV_GROUPS;
+      if (c0 < N && k < K) wv[u] = *reinterpret_cast<const float4*>(w + k * N + c0);
+    }
+  };
+  load_rows(g);
   forge_let_next_start();
   forge_wait_for_previous();
   const float* xs = x;
@@ -60,21 +76,12 @@ extern "C" __global__ void forge_gemv_nn(const float* x, const float* w, const f
     forge_stage_rows(x, M, K, gamma, beta, eps, forge_gemv_smem);
     xs = forge_gemv_smem;
   }
-  const int quad = threadIdx.x & 1, g = threadIdx.x >> 1;
-  const i64 c0 = blockIdx.x * (i64)FORGE_GEMV_COLS + quad * 4;
   float acc[FORGE_GEMV_MAX_M][4];
 #pragma unroll
   for (int m = 0; m < FORGE_GEMV_MAX_M; ++m) acc[m][0] = acc[m][1] = acc[m][2] = acc[m][3] = 0.0f;
   if (c0 < N) {
-    // Rows in batches of 8: all 8 reads are issued before the first is used (a loop
-    // unrolled by the compiler would run K = 768's 6 rows a thread one at a time).
     for (i64 k0 = g; k0 < K; k0 += 8 * FORGE_GEMV_GROUPS) {
-      float4 wv[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const i64 k = k0 + u * FORGE_GEMV_GROUPS;
-        if (k < K) wv[u] = *reinterpret_cast<const float4*>(w + k * N + c0);
-      }
+      if (k0 != g) load_rows(k0);
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const i64 k = k0 + u * FORGE_GEMV_GROUPS;
