@@ -38,8 +38,9 @@ static __device__ __forceinline__ float forge_neg_inf() { return __int_as_float(
 //
 // A kernel launched early may start while the kernel queued before it still runs. Before
 // forge_wait_for_previous() it may only prefetch into L2 (forge_prefetch_l2: L2 is where
-// every write lands, so a line fetched early is never stale); after it, everything the
-// kernels before it wrote is visible. forge_let_next_start() lets the kernel queued after
+// every write lands, so a line fetched early is never stale), or read memory that no kernel
+// queued with it writes (forge_gemv_nn's weights, launched early only into a decode step's
+// graph); after it, everything the kernels before it wrote is visible. forge_let_next_start() lets the kernel queued after
 // this one be scheduled (it then waits in its own forge_wait_for_previous). All three are
 // no-ops on older GPUs, and the wait returns at once after an ordinary launch.
 // ---------------------------------------------------------------------------------------
