@@ -63,9 +63,6 @@ static __device__ __forceinline__ void forge_tc_zero(float (&acc)[4][4]) {
   for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 }
 
-// The 64 x 64 product a . b^T over the 64 columns of two [64][LD] tiles (the scores q k^T,
-// dP = dy v^T and their transposes) into the [64][LD] shared tile c (LD even); the caller
-// syncs before reading c.
 // The warp's accumulator block into the [64][LD] shared tile c (LD even).
 template <int LD>
 static __device__ __forceinline__ void forge_tc_store(float* c, const float (&acc)[4][4]) {

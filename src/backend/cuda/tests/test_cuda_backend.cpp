@@ -49,6 +49,7 @@ bool nvrtc_installed() {
 }
 
 using forge::cuda::test::have_gpu;
+using forge::cuda::test::sin_fill;
 
 // Sets an environment variable for one scope.
 class ScopedEnv {
@@ -299,11 +300,6 @@ using forge::cuda::test::launches_by_kernel;
 TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const forge::Device dev("cuda", 0), cpu("cpu", 0);
-  auto fill = [](int64_t n, float f, float shift) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(f * static_cast<float>(i)) + shift;
-    return v;
-  };
   auto both = [&](const std::vector<float>& v, const forge::Shape& s) {
     return std::pair{forge::Tensor::from_vector(v, s, dev), forge::Tensor::from_vector(v, s, cpu)};
   };
@@ -317,14 +313,14 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
   const int64_t C = 768, N = 2304;
   for (const int64_t rows : {1, 8, 9}) {
     SCOPED_TRACE(testing::Message() << rows << " rows");
-    const auto [x, x_c] = both(fill(rows * C, 0.37f, 0.1f), {rows, C});
-    const auto [a, a_c] = both(fill(rows * C, 0.21f, -0.2f), {rows, C});
-    const auto [g, g_c] = both(fill(C, 0.05f, 1.0f), {C});
-    const auto [be, be_c] = both(fill(C, 0.13f, 0.0f), {C});
-    const auto [w1, w1_c] = both(fill(C * C, 0.011f, 0.0f), {C, C});
-    const auto [w, w_c] = both(fill(C * N, 0.017f, 0.0f), {C, N});
-    const auto [bias, bias_c] = both(fill(N, 0.3f, 0.0f), {N});
-    const auto [b1, b1_c] = both(fill(C, 0.7f, 0.0f), {C});
+    const auto [x, x_c] = both(sin_fill(rows * C, 0.37f, 0.1f), {rows, C});
+    const auto [a, a_c] = both(sin_fill(rows * C, 0.21f, -0.2f), {rows, C});
+    const auto [g, g_c] = both(sin_fill(C, 0.05f, 1.0f), {C});
+    const auto [be, be_c] = both(sin_fill(C, 0.13f, 0.0f), {C});
+    const auto [w1, w1_c] = both(sin_fill(C * C, 0.011f, 0.0f), {C, C});
+    const auto [w, w_c] = both(sin_fill(C * N, 0.017f, 0.0f), {C, N});
+    const auto [bias, bias_c] = both(sin_fill(N, 0.3f, 0.0f), {N});
+    const auto [b1, b1_c] = both(sin_fill(C, 0.7f, 0.0f), {C});
     const forge::MatmulSpec spec{.alpha = 0.05f, .gelu = true};
     forge::set_profiling(dev, true);
     const forge::Tensor y = forge::layernorm_matmul(x, g, be, 1e-5f, w, spec, bias);
@@ -352,9 +348,9 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
   const int64_t H = 12, hd = 64, cap = 1024, pos = 700;
   for (const int64_t T : {1, 3}) {
     SCOPED_TRACE(testing::Message() << T << " queries");
-    const auto [qkv, qkv_c] = both(fill(T * 3 * H * hd, 0.19f, 0.0f), {1, T, 3 * H * hd});
-    auto [k, k_c] = both(fill(H * cap * hd, 0.029f, 0.0f), {H, cap, hd});
-    auto [v, v_c] = both(fill(H * cap * hd, 0.031f, 0.5f), {H, cap, hd});
+    const auto [qkv, qkv_c] = both(sin_fill(T * 3 * H * hd, 0.19f, 0.0f), {1, T, 3 * H * hd});
+    auto [k, k_c] = both(sin_fill(H * cap * hd, 0.029f, 0.0f), {H, cap, hd});
+    auto [v, v_c] = both(sin_fill(H * cap * hd, 0.031f, 0.5f), {H, cap, hd});
     const forge::Tensor at =
         forge::Tensor::from_vector(std::vector<uint32_t>{static_cast<uint32_t>(pos)}, {1}, dev);
     forge::set_profiling(dev, true);
@@ -381,10 +377,10 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
       setenv("FORGE_CUDA_SPLIT_ATTENTION", split ? "1" : "0", 1);
       SCOPED_TRACE(testing::Message()
                    << T << " queries after " << start << (split ? ", split" : ""));
-      const auto [qkv, qkv_c] = both(fill(T * 3 * H * hd, 0.23f, 0.0f), {1, T, 3 * H * hd});
+      const auto [qkv, qkv_c] = both(sin_fill(T * 3 * H * hd, 0.23f, 0.0f), {1, T, 3 * H * hd});
       const int64_t rows = start + T;
-      auto [k, k_c] = both(fill(H * rows * hd, 0.029f, 0.0f), {H, rows, hd});
-      auto [v, v_c] = both(fill(H * rows * hd, 0.031f, 0.5f), {H, rows, hd});
+      auto [k, k_c] = both(sin_fill(H * rows * hd, 0.029f, 0.0f), {H, rows, hd});
+      auto [v, v_c] = both(sin_fill(H * rows * hd, 0.031f, 0.5f), {H, rows, hd});
       auto run = [&](const forge::Tensor& q, forge::Tensor& kc, forge::Tensor& vc) {
         return start == 0 ? forge::attention(q, H) : forge::attention(q, H, kc, vc, start);
       };
@@ -411,15 +407,10 @@ TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const forge::Device dev("cuda", 0), cpu("cpu", 0);
   const int64_t B = 2, T = 200, H = 3, C = H * 64;
-  auto fill = [](int64_t n, float f, float shift) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(f * static_cast<float>(i)) + shift;
-    return v;
-  };
   const forge::Tensor qkv_c =
-      forge::Tensor::from_vector(fill(B * T * 3 * C, 0.23f, 0.0f), {B, T, 3 * C}, cpu);
+      forge::Tensor::from_vector(sin_fill(B * T * 3 * C, 0.23f, 0.0f), {B, T, 3 * C}, cpu);
   const forge::Tensor dy_c =
-      forge::Tensor::from_vector(fill(B * T * C, 0.071f, -0.1f), {B, T, C}, cpu);
+      forge::Tensor::from_vector(sin_fill(B * T * C, 0.071f, -0.1f), {B, T, C}, cpu);
   const forge::Tensor y_c = forge::attention(qkv_c, H);
   const forge::Tensor want = forge::attention_bwd(qkv_c, y_c, dy_c, H).to(cpu);
   const forge::Tensor qkv = qkv_c.to(dev), dy = dy_c.to(dev);

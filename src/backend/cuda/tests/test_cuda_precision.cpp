@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ using namespace forge;
 
 using cuda::test::have_gpu;
 using cuda::test::launches_by_kernel;
+using cuda::test::sin_fill;
 
 // Sets the device's precision for one scope, then back to fp32 (the default).
 class ScopedPrecision {
@@ -232,11 +234,6 @@ TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const Device dev("cuda", 0), cpu("cpu", 0);
   const int64_t B = 2, T = 200, H = 3, C = H * 64;
-  auto fill = [](int64_t n, float f, float shift) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(f * static_cast<float>(i)) + shift;
-    return v;
-  };
   auto expect_bf16_close = [](const std::vector<float>& got, const std::vector<float>& want,
                               const std::vector<float>& fp32) {
     const RelErr e = rel_err(got, want);
@@ -245,8 +242,9 @@ TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
     EXPECT_GT(e.mean, 1e-5);  // operands really rounded (fp32 gives ~1e-7)
     EXPECT_NE(got, fp32);
   };
-  const Tensor qkv_c = Tensor::from_vector(fill(B * T * 3 * C, 0.37f, 0.1f), {B, T, 3 * C}, cpu);
-  const Tensor dy_c = Tensor::from_vector(fill(B * T * C, 0.053f, -0.2f), {B, T, C}, cpu);
+  const Tensor qkv_c =
+      Tensor::from_vector(sin_fill(B * T * 3 * C, 0.37f, 0.1f), {B, T, 3 * C}, cpu);
+  const Tensor dy_c = Tensor::from_vector(sin_fill(B * T * C, 0.053f, -0.2f), {B, T, C}, cpu);
   const Tensor y_c = attention(qkv_c, H);
   const std::vector<float> w = attention_bwd(qkv_c, y_c, dy_c, H).to_vector<float>();
   const Tensor qkv = qkv_c.to(dev), dy = dy_c.to(dev);
@@ -254,12 +252,12 @@ TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
   const std::vector<float> g32 = attention_bwd(qkv, y, dy, H).to_vector<float>();
   // A prefill of 300 queries after 37 cached keys, in chunks of 2 key tiles.
   const int64_t start = 37, T2 = 300;
-  const Tensor q2_c = Tensor::from_vector(fill(T2 * 3 * C, 0.23f, 0.0f), {1, T2, 3 * C}, cpu);
+  const Tensor q2_c = Tensor::from_vector(sin_fill(T2 * 3 * C, 0.23f, 0.0f), {1, T2, 3 * C}, cpu);
   auto cached = [&](const Tensor& q, Device d) {
     Tensor k =
-        Tensor::from_vector(fill(H * (start + T2) * 64, 0.029f, 0.0f), {H, start + T2, 64}, d);
+        Tensor::from_vector(sin_fill(H * (start + T2) * 64, 0.029f, 0.0f), {H, start + T2, 64}, d);
     Tensor v =
-        Tensor::from_vector(fill(H * (start + T2) * 64, 0.031f, 0.5f), {H, start + T2, 64}, d);
+        Tensor::from_vector(sin_fill(H * (start + T2) * 64, 0.031f, 0.5f), {H, start + T2, 64}, d);
     setenv("FORGE_CUDA_ATTENTION_CHUNK_TILES", "2", 1);
     const std::vector<float> r = attention(q, H, k, v, start).to_vector<float>();
     unsetenv("FORGE_CUDA_ATTENTION_CHUNK_TILES");
@@ -268,7 +266,7 @@ TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
   const Tensor q2 = q2_c.to(dev);
   const std::vector<float> c_want = cached(q2_c, cpu), c32 = cached(q2, dev);
 
-  set_device_setting(dev, "precision", "bf16");
+  std::optional<ScopedPrecision> bf16(std::in_place, dev, "bf16");
   set_profiling(dev, true);
   const Tensor yb = attention(qkv, H);
   const std::vector<float> g = attention_bwd(qkv, y, dy, H).to_vector<float>();
@@ -276,7 +274,7 @@ TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
   set_profiling(dev, false);
   const std::vector<float> again = attention_bwd(qkv, y, dy, H).to_vector<float>();
   const std::vector<float> cb = cached(q2, dev), cb_again = cached(q2, dev);
-  set_device_setting(dev, "precision", "fp32");
+  bf16.reset();
   EXPECT_EQ(launches, (std::map<std::string, uint64_t>{{"forge_attention_bwd_dkv_tc", 1},
                                                        {"forge_attention_bwd_dq_tc", 1},
                                                        {"forge_attention_tiled64_tc", 1}}));
