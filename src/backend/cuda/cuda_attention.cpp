@@ -2,8 +2,8 @@
 // tiles of prefill and training, their keys optionally split where the tiles alone leave the
 // GPU a long tail, one block per query otherwise) and training's backward
 // (kernels/attention_tiled_bwd.cu at head dimension 64 except under tf32; other cases decline,
-// and the ops layer composes attention_bwd from its parts). Under precision bf16 the 64-row
-// tiles take their tensor-core twins. Inputs were validated by the ops layer.
+// and the ops layer composes attention_bwd from its parts). Under precision bf16 or tf32 the
+// 64-row tiles take their tensor-core twins. Inputs were validated by the ops layer.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -19,12 +19,21 @@ namespace {
 constexpr Dim3 kBlock{256};
 constexpr int64_t kTileRows = 64;  // forge_attention_tiled's FORGE_FA_ROWS
 
-// Under precision bf16 the 64-row tiles' products run on tensor cores (kernels/attention_tc.cu:
-// forge_attention_tiled64_tc, forge_attention_bwd_*_tc) unless FORGE_CUDA_BF16_ATTENTION=0.
-bool bf16_attention_on() {
-  const char* v = std::getenv("FORGE_CUDA_BF16_ATTENTION");
-  return !(v && std::strcmp(v, "0") == 0);
+// Under precision bf16 or tf32 the 64-row tiles' products run on tensor cores with that
+// precision's operands (kernels/attention_tc.cu) unless FORGE_CUDA_TC_ATTENTION=0. The kernels
+// by operand mode: 0 fp32 (CUDA cores), 1 bf16, 2 tf32. Names are literals: the profiler and
+// the kernel table keep the pointers.
+int tc_attention_mode(GemmShape::Precision p) {
+  const char* v = std::getenv("FORGE_CUDA_TC_ATTENTION");
+  if (v && std::strcmp(v, "0") == 0) return 0;
+  return p == GemmShape::Precision::bf16 ? 1 : p == GemmShape::Precision::tf32 ? 2 : 0;
 }
+constexpr const char* kTiled64[] = {"forge_attention_tiled64", "forge_attention_tiled64_bf16",
+                                    "forge_attention_tiled64_tf32"};
+constexpr const char* kBwdDq[] = {"forge_attention_bwd_dq", "forge_attention_bwd_dq_bf16",
+                                  "forge_attention_bwd_dq_tf32"};
+constexpr const char* kBwdDkv[] = {"forge_attention_bwd_dkv", "forge_attention_bwd_dkv_bf16",
+                                   "forge_attention_bwd_dkv_tf32"};
 
 // Key tiles that query tile q (rows 64 q ..) of T queries after pos cached ones walks.
 int64_t key_tiles(int64_t q, int64_t T, int64_t pos) {
@@ -95,8 +104,8 @@ void CudaBackend::attention_at(const Tensor& qkv, int64_t n_head, Tensor& k_cach
 
 // Lets `kernel` take `bytes` of dynamic shared memory: beyond the 48 KiB default it asks for
 // the device's opt-in maximum once (`limit` remembers what the kernel has now).
-void CudaBackend::allow_shared_memory(const char* kernel, int64_t bytes, int& limit,
-                                      const std::string& what) {
+void CudaBackend::allow_shared_memory(const char* kernel, int64_t bytes, const std::string& what) {
+  int& limit = smem_limits_.try_emplace(kernel, 48 << 10).first->second;
   if (bytes > attention_smem_optin_)
     throw Error(ErrorKind::Unsupported, "attention on cuda: " + what + " need " +
                                             std::to_string(bytes >> 10) +
@@ -154,25 +163,22 @@ void CudaBackend::run_attention(const Tensor& qkv, int64_t n_head, Tensor* k_cac
   const bool tiled = T >= kTileRows && hd % 16 == 0;
   const bool tiled64 = tiled && hd == 64 && (ptr(qkv) & 15) == 0 && (ptr(out) & 15) == 0 &&
                        (kc & 15) == 0 && (vc & 15) == 0;
-  const bool tc = tiled64 && precision_ == GemmShape::Precision::bf16 && bf16_attention_on();
-  const char* kernel = tc ? "forge_attention_tiled64_tc"
-                          : (tiled64 ? "forge_attention_tiled64"
-                                     : (tiled ? "forge_attention_tiled" : "forge_attention"));
+  const int tc = tiled64 ? tc_attention_mode(precision_) : 0;
+  const char* kernel =
+      tiled64 ? kTiled64[tc] : (tiled ? "forge_attention_tiled" : "forge_attention");
   int64_t smem = 0;
   if (tiled64) {
-    smem = ((tc ? 4 * 68 : 3 * 68 + 64) * kTileRows) * static_cast<int64_t>(sizeof(float));
+    smem = ((tc == 0 ? 3 * 68 + 64 : 4 * 68) * kTileRows) * static_cast<int64_t>(sizeof(float));
     allow_shared_memory(kernel, smem,
-                        tc ? attention_tiled64_tc_smem_limit_ : attention_tiled64_smem_limit_,
                         "tiles of " + std::to_string(kTileRows) + " rows of head dimension 64");
   } else if (tiled) {
     smem = (3 * (hd + 1) + 65) * kTileRows * static_cast<int64_t>(sizeof(float));
     allow_shared_memory(
-        kernel, smem, attention_tiled_smem_limit_,
+        kernel, smem,
         "tiles of " + std::to_string(kTileRows) + " rows of head dimension " + std::to_string(hd));
   } else {
     smem = (cap + (1 + kWarps) * kMaxHeadDim) * static_cast<int64_t>(sizeof(float));
-    allow_shared_memory(kernel, smem, attention_smem_limit_,
-                        std::to_string(cap) + " key positions");
+    allow_shared_memory(kernel, smem, std::to_string(cap) + " key positions");
   }
   if (k_cache)
     kernels_->launch("forge_kv_store", grid_for(B * n_head * T * hd), kBlock, 0, ptr(qkv), kc, vc,
@@ -214,14 +220,16 @@ constexpr int64_t kBwdDkvSmem = (6 * kBwdTileFloats + 2 * kBwdTileRows) * sizeof
 
 // inputs: qkv [B, T, 3C], out, dy [B, T, C]; output dqkv [B, T, 3C]. The tiled kernels take
 // head dimension 64 with 16-byte aligned rows and their shared memory within the device's.
-// Taken except under precision tf32: a GPT-2 step in fp32 was 5-6% faster with them, under
-// TF32 4% slower (docs/PERFORMANCE.md, session 29), where the composition's [T, T] products
-// run on tensor cores; under bf16 those products would round every [T, T] matrix first.
-// FORGE_CUDA_TILED_ATTENTION_BWD=1 (or 0) takes them (or not) whatever the precision.
+// Taken by default: a GPT-2 step in fp32 was 5-6% faster with them (docs/PERFORMANCE.md,
+// session 29). Under tf32 only as tensor-core twins: the fp32 kernels were 4% slower there than
+// the composition, whose [T, T] products run on tensor cores; under bf16 those products would
+// round every [T, T] matrix first. FORGE_CUDA_TILED_ATTENTION_BWD=1 (or 0) takes them (or not)
+// whatever the precision.
 bool CudaBackend::takes_attention_bwd(const OpCall& c) const {
   const char* force = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
-  const bool on =
-      force && *force ? std::strcmp(force, "1") == 0 : precision_ != GemmShape::Precision::tf32;
+  const bool on = force && *force ? std::strcmp(force, "1") == 0
+                                  : precision_ != GemmShape::Precision::tf32 ||
+                                        tc_attention_mode(precision_) != 0;
   if (!on) return false;
   const Tensor& qkv = c.in(0);
   const int64_t n_head = c.attrs.n_head;
@@ -239,15 +247,10 @@ void CudaBackend::attention_bwd(const OpCall& c) {
   const int64_t n_head = c.attrs.n_head;
   const int64_t B = qkv.rank() == 3 ? qkv.dim(0) : 1, T = qkv.dim(-2);
   const float scale = 1.0f / std::sqrt(64.0f);
-  const bool tc = precision_ == GemmShape::Precision::bf16 && bf16_attention_on();
-  const char* dq = tc ? "forge_attention_bwd_dq_tc" : "forge_attention_bwd_dq";
-  const char* dkv = tc ? "forge_attention_bwd_dkv_tc" : "forge_attention_bwd_dkv";
-  allow_shared_memory(dq, kBwdDqSmem,
-                      tc ? attention_bwd_dq_tc_smem_limit_ : attention_bwd_dq_smem_limit_,
-                      "the gradient's tiles");
-  allow_shared_memory(dkv, kBwdDkvSmem,
-                      tc ? attention_bwd_dkv_tc_smem_limit_ : attention_bwd_dkv_smem_limit_,
-                      "the gradient's tiles");
+  const int tc = tc_attention_mode(precision_);
+  const char *dq = kBwdDq[tc], *dkv = kBwdDkv[tc];
+  allow_shared_memory(dq, kBwdDqSmem, "the gradient's tiles");
+  allow_shared_memory(dkv, kBwdDkvSmem, "the gradient's tiles");
   // Each row's lse and D_t = dy_t . out_t, from the first kernel to the second.
   Scratch stats(*this, static_cast<size_t>(2 * B * n_head * T) * sizeof(float));
   const Dim3 grid{static_cast<unsigned>((T + kBwdTileRows - 1) / kBwdTileRows),

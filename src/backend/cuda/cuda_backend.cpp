@@ -97,7 +97,6 @@ CudaBackend::CudaBackend(int ordinal)
   check(driver().device_get_attribute(&multiprocessors_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                                       ctx_->device()),
         "cuDeviceGetAttribute");
-  attention_smem_limit_ = 48 << 10;  // every kernel's default
   {
     const size_t bytes = kTicketCounters * sizeof(uint32_t);
     ticket_counters_ = allocator_->take(bytes);

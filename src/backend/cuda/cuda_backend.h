@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -104,6 +105,8 @@ class CudaBackend final : public Backend {
   void empty_product(const Tensor& bias, bool gelu, bool accumulate, Tensor& out);
   /// x's fp32 rows rounded to bf16 in `to` (a new scratch buffer); returns its row stride.
   int64_t round_bf16(const Tensor& x, std::optional<Scratch>& to);
+  void copy_rows(CUdeviceptr from, int64_t from_ld, CUdeviceptr to, int64_t to_ld, int64_t rows,
+                 int64_t cols);
   /// The operands of kernels/gemv.cu beyond the shape (s.gelu picks the epilogue; res,
   /// gamma: 0 for none; a layernorm only where gemv_stages_rows and not trans_b).
   struct Gemv {
@@ -127,7 +130,7 @@ class CudaBackend final : public Backend {
                      int64_t pos, const Tensor* pos_tensor, Tensor& out);
   bool takes_attention_bwd(const OpCall& c) const;
   void attention_bwd(const OpCall& c);
-  void allow_shared_memory(const char* kernel, int64_t bytes, int& limit, const std::string& what);
+  void allow_shared_memory(const char* kernel, int64_t bytes, const std::string& what);
 
   int ordinal_;
   std::unique_ptr<Context> ctx_;
@@ -148,16 +151,10 @@ class CudaBackend final : public Backend {
   std::set<const Storage*> kept_seen_;
   std::vector<std::pair<CUdeviceptr, size_t>> kept_blocks_;
   std::atomic<uint64_t> gemm_launches_{0};
-  int attention_smem_limit_ = 0;  // bytes of dynamic shared memory forge_attention may use now
-  int attention_tiled_smem_limit_ = 48 << 10;       // the same for forge_attention_tiled
-  int attention_tiled64_smem_limit_ = 48 << 10;     // and forge_attention_tiled64
-  int attention_tiled64_tc_smem_limit_ = 48 << 10;  // forge_attention_tiled64_tc
-  int attention_bwd_dq_smem_limit_ = 48 << 10;      // forge_attention_bwd_dq
-  int attention_bwd_dkv_smem_limit_ = 48 << 10;     // forge_attention_bwd_dkv
-  int attention_bwd_dq_tc_smem_limit_ = 48 << 10;   // forge_attention_bwd_dq_tc
-  int attention_bwd_dkv_tc_smem_limit_ = 48 << 10;  // forge_attention_bwd_dkv_tc
-  int attention_smem_optin_ = 0;                    // the most the device allows a block
-  int multiprocessors_ = 0;                         // the GPU's SMs
+  // Per kernel: the dynamic shared memory it may take now (48 KiB until raised).
+  std::map<std::string, int> smem_limits_;
+  int attention_smem_optin_ = 0;  // the most the device allows a block
+  int multiprocessors_ = 0;       // the GPU's SMs
   // The ticket counters of forge_attention_split (one per query and head of a launch) and of
   // forge_attention_tiled64's split keys (one per query tile and head): zeroed once, left
   // zero by every launch, so a launch takes at most kTicketCounters of them.

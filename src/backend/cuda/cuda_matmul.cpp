@@ -1,7 +1,11 @@
 // matmul on CUDA: the validated tensors as a cuBLASLt product (gemm.h), bias and GELU in its
 // epilogue, accumulate as beta = 1; products of at most 8 rows (decode) as kernels/gemv.cu.
-// Under precision bf16 the operands are rounded to bf16 copies first (forge_round_bf16).
+// Under precision bf16 the operands are rounded to bf16 copies first (forge_round_bf16); under
+// tf32, large operands and results whose rows are not 16-byte aligned go through padded copies
+// (pad_rows_on).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include "backend/cuda/cuda_backend.h"
@@ -36,6 +40,22 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
   }
   return s;
 }
+
+// fp32 rows of a length not a multiple of 4 floats (GPT-2's 50257-entry vocabulary: the
+// logits, their gradient) are not 16-byte aligned, which keeps cuBLASLt's TF32 products off
+// their fast tensor-core kernels (2-3x slower; exact fp32 products run as fast either way:
+// docs/PERFORMANCE.md, session 35). Under tf32 an operand of at least kPadMinElements such
+// elements is copied to rows padded to 4 floats first, and such an out is computed into padded
+// rows and copied back, unless FORGE_CUDA_PAD_ROWS=0.
+constexpr int64_t kPadMinElements = int64_t{1} << 20;
+bool pad_rows_on() {
+  const char* v = std::getenv("FORGE_CUDA_PAD_ROWS");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+bool wants_padding(int64_t rows, int64_t cols) {
+  return cols % 4 != 0 && rows * cols >= kPadMinElements;
+}
+int64_t padded(int64_t cols) { return (cols + 3) / 4 * 4; }
 
 }  // namespace
 
@@ -102,6 +122,32 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
     pa = a16->get();
     pb = b16->get();
   }
+  std::optional<Scratch> a_pad, b_pad, out_pad;
+  if (s.precision == GemmShape::Precision::tf32 && s.batch == 1 && pad_rows_on()) {
+    // Stored rows and columns of each operand (packed rows; b's first rows only with b_rows).
+    const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+    const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+    if (wants_padding(a_rows, a_cols)) {
+      s.ld_a = padded(a_cols);
+      a_pad.emplace(*this, static_cast<size_t>(a_rows * s.ld_a) * sizeof(float));
+      copy_rows(pa, a_cols, a_pad->get(), s.ld_a, a_rows, a_cols);
+      pa = a_pad->get();
+    }
+    if (wants_padding(b_rows, b_cols)) {
+      s.ld_b = padded(b_cols);
+      b_pad.emplace(*this, static_cast<size_t>(b_rows * s.ld_b) * sizeof(float));
+      copy_rows(pb, b_cols, b_pad->get(), s.ld_b, b_rows, b_cols);
+      pb = b_pad->get();
+    }
+    if (wants_padding(s.m, s.n) && !(accumulate && spec.gelu)) {
+      s.ld_out = padded(s.n);
+      out_pad.emplace(*this, static_cast<size_t>(s.m * s.ld_out) * sizeof(float));
+      if (accumulate) copy_rows(ptr(out), s.n, out_pad->get(), s.ld_out, s.m, s.n);
+      gemm_->run(s, pa, pb, bias_ptr, out_pad->get(), spec.alpha, accumulate ? 1.0f : 0.0f);
+      copy_rows(out_pad->get(), s.ld_out, ptr(out), s.n, s.m, s.n);
+      return;
+    }
+  }
   if (accumulate && spec.gelu) {
     // out += gelu(...): the epilogue would apply GELU to the sum, so the product goes to a
     // scratch buffer first.
@@ -132,6 +178,13 @@ int64_t CudaBackend::round_bf16(const Tensor& x, std::optional<Scratch>& to) {
                      Dim3{static_cast<unsigned>(std::min<int64_t>(rows, 65536))}, Dim3{256}, 0,
                      from, to->get(), rows, cols, ld);
   return ld;
+}
+
+// rows x cols floats from rows of stride from_ld to rows of stride to_ld.
+void CudaBackend::copy_rows(CUdeviceptr from, int64_t from_ld, CUdeviceptr to, int64_t to_ld,
+                            int64_t rows, int64_t cols) {
+  kernels_->launch("forge_copy_rows", Dim3{static_cast<unsigned>(std::min<int64_t>(rows, 65536))},
+                   Dim3{256}, 0, from, from_ld, to, to_ld, rows, cols);
 }
 
 // K = 0: every product is 0, so out = [gelu](bias or 0), added to out with accumulate.

@@ -174,7 +174,8 @@ const Gemm::Plan& Gemm::plan(const GemmShape& s, unsigned alignment) {
                    : make_layout(in, n, k, ld_b, batch, s.stride_b);
   p->b = s.trans_a ? make_layout(in, m, k, ld_a, batch, s.stride_a)
                    : make_layout(in, k, m, ld_a, batch, s.stride_a);
-  p->out = make_layout(CUDA_R_32F, n, m, static_cast<int64_t>(n), batch, s.stride_out);
+  const int64_t ld_out = s.ld_out ? s.ld_out : static_cast<int64_t>(n);
+  p->out = make_layout(CUDA_R_32F, n, m, ld_out, batch, s.stride_out);
 
   cublasLtMatmulPreference_t pref = nullptr;
   lt_check(api.pref_create(&pref), "cublasLtMatmulPreferenceCreate");

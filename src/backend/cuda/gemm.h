@@ -28,8 +28,9 @@ struct GemmShape {
   int64_t stride_out = 0;
   int64_t ld_a = 0;  // a's row stride in elements (0: its rows are packed)
   int64_t ld_b = 0;
-  bool bias = false;  // bias [n] added to every row
-  bool gelu = false;  // the tanh GELU applied after the bias (not with beta != 0)
+  int64_t ld_out = 0;  // out's row stride (0: packed, n)
+  bool bias = false;   // bias [n] added to every row
+  bool gelu = false;   // the tanh GELU applied after the bias (not with beta != 0)
   // The products' arithmetic: fp32 operands with exact fp32 FMAs or on TF32 tensor cores, or
   // bf16 operands (the caller rounds them) on bf16 tensor cores; fp32 accumulation and an fp32
   // out every time.
@@ -37,7 +38,7 @@ struct GemmShape {
 
   auto key() const {
     return std::tuple(m, n, k, batch, trans_a, trans_b, stride_a, stride_b, stride_out, ld_a, ld_b,
-                      bias, gelu, precision);
+                      ld_out, bias, gelu, precision);
   }
 };
 

@@ -70,15 +70,17 @@ static __device__ __forceinline__ float4 forge_ld_l2_4(const float* p) {
   return v;
 }
 
-// TC: the scores and P V on tensor cores (attention_tc.cu; precision bf16), with V's tile
-// [64][68] like the others (69,632 bytes in all): mma's column reads of a [64][64] tile would
-// hit one bank four times. The scores land in the P tile, P V in the K tile (free by then).
-template <bool TC>
+// MMA (attention_tc.cu): FORGE_MMA_NONE for CUDA-core FMAs, or the scores and P V on tensor
+// cores with bf16 or tf32 operands (precision bf16 or tf32), V's tile then [64][68] like the
+// others (69,632 bytes in all): mma's column reads of a [64][64] tile would hit one bank four
+// times. The scores land in the P tile, P V in the K tile (free by then).
+template <int MMA>
 static __device__ __forceinline__ void forge_attention_tiled64_body(
     const float* qkv, const float* k_cache, const float* v_cache, float* out, i64 B, i64 T, i64 nh,
     i64 hd, i64 cap, i64 pos, const u32* pos_ptr, float scale, i64 chunk_tiles, float* partials,
     u32* counters) {
   extern __shared__ float4 forge_fa64_smem4[];
+  constexpr bool TC = MMA != FORGE_MMA_NONE;
   constexpr int VLD = TC ? FORGE_FA64_LD : 64;
   if (hd != 64 || blockDim.x != 256) return;  // refused by the host
   const i64 bh = blockIdx.y;
@@ -122,8 +124,8 @@ static __device__ __forceinline__ void forge_attention_tiled64_body(
 
     // Scores of rows ty + 16 i against keys tx + 16 j.
     float sc[4][4];
-    if (TC) {
-      forge_tc_dot64<FORGE_FA64_LD>(p_s, q_s, k_s);
+    if constexpr (TC) {
+      forge_tc_dot64<FORGE_FA64_LD, MMA>(p_s, q_s, k_s);
       __syncthreads();
       forge_tc_take<FORGE_FA64_LD>(sc, p_s, ty, tx);  // softmax rewrites just these elements
     } else {
@@ -140,10 +142,10 @@ static __device__ __forceinline__ void forge_attention_tiled64_body(
     __syncthreads();
 
     // O += P V: rows ty + 16 i, dimensions 4 tx .. 4 tx + 3, keys 4 at a time.
-    if (TC) {
+    if constexpr (TC) {
       float pv[4][4];
       forge_tc_zero(pv);
-      forge_tc_acc64<FORGE_FA64_LD, VLD>(pv, p_s, v_s);
+      forge_tc_acc64<FORGE_FA64_LD, VLD, MMA>(pv, p_s, v_s);
       forge_tc_store<FORGE_FA64_LD>(k_s, pv);  // the scores' readers passed the barrier above
       __syncthreads();
 #pragma unroll
@@ -228,20 +230,14 @@ static __device__ __forceinline__ void forge_attention_tiled64_body(
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_tiled64(const float* qkv, const float* k_cache, const float* v_cache,
-                            float* out, i64 B, i64 T, i64 nh, i64 hd, i64 cap, i64 pos,
-                            const u32* pos_ptr, float scale, i64 chunk_tiles, float* partials,
-                            u32* counters) {
-  forge_attention_tiled64_body<false>(qkv, k_cache, v_cache, out, B, T, nh, hd, cap, pos, pos_ptr,
-                                      scale, chunk_tiles, partials, counters);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_tiled64_tc(const float* qkv, const float* k_cache, const float* v_cache,
-                               float* out, i64 B, i64 T, i64 nh, i64 hd, i64 cap, i64 pos,
-                               const u32* pos_ptr, float scale, i64 chunk_tiles, float* partials,
-                               u32* counters) {
-  forge_attention_tiled64_body<true>(qkv, k_cache, v_cache, out, B, T, nh, hd, cap, pos, pos_ptr,
-                                     scale, chunk_tiles, partials, counters);
-}
+#define FORGE_FA64_ENTRY(name, mma)                                                                \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                             \
+      name(const float* qkv, const float* k_cache, const float* v_cache, float* out, i64 B, i64 T, \
+           i64 nh, i64 hd, i64 cap, i64 pos, const u32* pos_ptr, float scale, i64 chunk_tiles,     \
+           float* partials, u32* counters) {                                                       \
+    forge_attention_tiled64_body<mma>(qkv, k_cache, v_cache, out, B, T, nh, hd, cap, pos, pos_ptr, \
+                                      scale, chunk_tiles, partials, counters);                     \
+  }
+FORGE_FA64_ENTRY(forge_attention_tiled64, FORGE_MMA_NONE)
+FORGE_FA64_ENTRY(forge_attention_tiled64_bf16, FORGE_MMA_BF16)
+FORGE_FA64_ENTRY(forge_attention_tiled64_tf32, FORGE_MMA_TF32)

@@ -17,8 +17,9 @@
 // Dynamic shared memory: 5 (dq) or 6 (dkv) tiles of [64][68] floats, plus 2 x 64 floats for
 // dkv's lse and D: 87,040 and 104,960 bytes (the host raises the 48 KiB default).
 //
-// The _tc twins (precision bf16; same arguments, grid and memory) run the 64 x 64 x 64 tile
-// products on tensor cores (attention_tc.cu: bf16 operands, fp32 sums). Their scores and dP
+// The _bf16 and _tf32 twins (precision bf16 or tf32; same arguments, grid and memory) run the
+// 64 x 64 x 64 tile products on tensor cores (attention_tc.cu: bf16 or tf32 operands, fp32
+// sums). Their scores and dP
 // go through a shared tile (the dS tile, or P^T's and dS^T's in dkv) to the (ty, tx) layout
 // above, so the masking, the row statistics and dS are the fp32 kernels' own; their dq, dk
 // and dv sums stay in the tensor cores' accumulator layout over the whole walk.
@@ -42,15 +43,16 @@ static __device__ __forceinline__ void forge_fab_row_dots(float (&d)[4], const f
   }
 }
 
-// Scores a . b^T of thread (ty, tx)'s elements (forge_fa_dot64). With TC through the shared
-// tile `scratch`: the barrier first lets its previous readers finish.
-template <bool TC>
+// Scores a . b^T of thread (ty, tx)'s elements (forge_fa_dot64). On tensor cores (MMA not
+// FORGE_MMA_NONE) through the shared tile `scratch`: the barrier first lets its previous
+// readers finish.
+template <int MMA>
 static __device__ __forceinline__ void forge_fab_dot(float (&sc)[4][4], const float* a,
                                                      const float* b, float* scratch, int ty,
                                                      int tx) {
-  if (TC) {
+  if constexpr (MMA != FORGE_MMA_NONE) {
     __syncthreads();
-    forge_tc_dot64<FORGE_FA64_LD>(scratch, a, b);
+    forge_tc_dot64<FORGE_FA64_LD, MMA>(scratch, a, b);
     __syncthreads();
     forge_tc_take<FORGE_FA64_LD>(sc, scratch, ty, tx);
   } else {
@@ -59,12 +61,12 @@ static __device__ __forceinline__ void forge_fab_dot(float (&sc)[4][4], const fl
 }
 
 // acc += p . v over 64 rows of v (both [64][68] tiles): (ty, tx)'s 4 rows x 4 dimensions, or
-// with TC the warp's accumulator block.
-template <bool TC>
+// on tensor cores the warp's accumulator block.
+template <int MMA>
 static __device__ __forceinline__ void forge_fab_acc(float (&acc)[4][4], const float* p,
                                                      const float* v, int ty, int tx) {
-  if (TC)
-    forge_tc_acc64<FORGE_FA64_LD, FORGE_FA64_LD>(acc, p, v);
+  if constexpr (MMA != FORGE_MMA_NONE)
+    forge_tc_acc64<FORGE_FA64_LD, FORGE_FA64_LD, MMA>(acc, p, v);
   else
     forge_fa_acc64(acc, p, v, FORGE_FA64_LD, ty, tx);
 }
@@ -91,7 +93,7 @@ template <bool TC>
 static __device__ __forceinline__ void forge_fab_store(float* dst, i64 stride, i64 r0, i64 T,
                                                        const float (&acc)[4][4], float mul, int ty,
                                                        int tx) {
-  if (TC) {
+  if constexpr (TC) {
     forge_tc_store_rows(dst, stride, r0, T, acc, mul);
   } else {
 #pragma unroll
@@ -104,7 +106,7 @@ static __device__ __forceinline__ void forge_fab_store(float* dst, i64 stride, i
   }
 }
 
-template <bool TC>
+template <int MMA>
 static __device__ __forceinline__ void forge_attention_bwd_dq_body(const float* qkv,
                                                                    const float* out,
                                                                    const float* dy, float* dqkv,
@@ -120,7 +122,7 @@ static __device__ __forceinline__ void forge_attention_bwd_dq_body(const float* 
   float* dy_s = q_s + tile_floats;
   float* k_s = dy_s + tile_floats;
   float* v_s = k_s + tile_floats;
-  float* ds_s = v_s + tile_floats;  // dS (with TC first the scores, then dP)
+  float* ds_s = v_s + tile_floats;  // dS (on tensor cores first the scores, then dP)
 
   const i64 t0 = tile * FORGE_FA_ROWS;
   const i64 n_keys = (t0 + FORGE_FA_ROWS < T ? t0 + FORGE_FA_ROWS : T);  // the last row's keys
@@ -145,7 +147,7 @@ static __device__ __forceinline__ void forge_attention_bwd_dq_body(const float* 
     forge_fa_load_tile(k_s, FORGE_FA64_LD, k_base, 3 * C, s0, n_keys, 64, 1.0f, true);
     __syncthreads();
     float sc[4][4];
-    forge_fab_dot<TC>(sc, q_s, k_s, ds_s, ty, tx);
+    forge_fab_dot<MMA>(sc, q_s, k_s, ds_s, ty, tx);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const i64 t = t0 + ty + 16 * i;
@@ -188,9 +190,9 @@ static __device__ __forceinline__ void forge_attention_bwd_dq_body(const float* 
     forge_fa_load_tile(v_s, FORGE_FA64_LD, v_base, 3 * C, s0, n_keys, 64, 1.0f, true);
     __syncthreads();
     float sc[4][4], dp[4][4];
-    forge_fab_dot<TC>(sc, q_s, k_s, ds_s, ty, tx);
-    forge_fab_dot<TC>(dp, dy_s, v_s, ds_s, ty, tx);  // dP_ts = dy_t . v_s
-    // Each thread writes the dS elements it read (with TC): no barrier between.
+    forge_fab_dot<MMA>(sc, q_s, k_s, ds_s, ty, tx);
+    forge_fab_dot<MMA>(dp, dy_s, v_s, ds_s, ty, tx);  // dP_ts = dy_t . v_s
+    // Each thread writes the dS elements it read (on tensor cores): no barrier between.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const i64 t = t0 + ty + 16 * i;
@@ -202,12 +204,13 @@ static __device__ __forceinline__ void forge_attention_bwd_dq_body(const float* 
       }
     }
     __syncthreads();
-    forge_fab_acc<TC>(dq, ds_s, k_s, ty, tx);
+    forge_fab_acc<MMA>(dq, ds_s, k_s, ty, tx);
   }
-  forge_fab_store<TC>(dqkv + b * T * 3 * C + h * 64, 3 * C, t0, T, dq, scale, ty, tx);
+  forge_fab_store<MMA != FORGE_MMA_NONE>(dqkv + b * T * 3 * C + h * 64, 3 * C, t0, T, dq, scale, ty,
+                                         tx);
 }
 
-template <bool TC>
+template <int MMA>
 static __device__ __forceinline__ void forge_attention_bwd_dkv_body(const float* qkv,
                                                                     const float* dy, float* dqkv,
                                                                     const float* stats, i64 B,
@@ -252,9 +255,9 @@ static __device__ __forceinline__ void forge_attention_bwd_dkv_body(const float*
     __syncthreads();
     // Rows ty + 16 i are keys, columns tx + 16 j queries: P^T and dS^T.
     float sc[4][4], dp[4][4];
-    forge_fab_dot<TC>(sc, k_s, q_s, p_s, ty, tx);
-    forge_fab_dot<TC>(dp, v_s, dy_s, ds_s, ty, tx);  // dP^T_st = v_s . dy_t
-    // Each thread writes the P^T and dS^T elements it read (with TC): no barrier between.
+    forge_fab_dot<MMA>(sc, k_s, q_s, p_s, ty, tx);
+    forge_fab_dot<MMA>(dp, v_s, dy_s, ds_s, ty, tx);  // dP^T_st = v_s . dy_t
+    // Each thread writes the P^T and dS^T elements it read (on tensor cores): no barrier between.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const i64 s = s0 + ty + 16 * i;
@@ -268,34 +271,25 @@ static __device__ __forceinline__ void forge_attention_bwd_dkv_body(const float*
       }
     }
     __syncthreads();
-    forge_fab_acc<TC>(dv, p_s, dy_s, ty, tx);  // dv_s += P_ts dy_t
-    forge_fab_acc<TC>(dk, ds_s, q_s, ty, tx);  // dk_s += dS_ts (scale q_t)
+    forge_fab_acc<MMA>(dv, p_s, dy_s, ty, tx);  // dv_s += P_ts dy_t
+    forge_fab_acc<MMA>(dk, ds_s, q_s, ty, tx);  // dk_s += dS_ts (scale q_t)
   }
   float* base = dqkv + b * T * 3 * C + h * 64;
-  forge_fab_store<TC>(base + C, 3 * C, s0, T, dk, 1.0f, ty, tx);
-  forge_fab_store<TC>(base + 2 * C, 3 * C, s0, T, dv, 1.0f, ty, tx);
+  forge_fab_store<MMA != FORGE_MMA_NONE>(base + C, 3 * C, s0, T, dk, 1.0f, ty, tx);
+  forge_fab_store<MMA != FORGE_MMA_NONE>(base + 2 * C, 3 * C, s0, T, dv, 1.0f, ty, tx);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_bwd_dq(const float* qkv, const float* out, const float* dy, float* dqkv,
-                           float* stats, i64 B, i64 T, i64 nh, float scale) {
-  forge_attention_bwd_dq_body<false>(qkv, out, dy, dqkv, stats, B, T, nh, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_bwd_dq_tc(const float* qkv, const float* out, const float* dy, float* dqkv,
-                              float* stats, i64 B, i64 T, i64 nh, float scale) {
-  forge_attention_bwd_dq_body<true>(qkv, out, dy, dqkv, stats, B, T, nh, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_bwd_dkv(const float* qkv, const float* dy, float* dqkv, const float* stats,
-                            i64 B, i64 T, i64 nh, float scale) {
-  forge_attention_bwd_dkv_body<false>(qkv, dy, dqkv, stats, B, T, nh, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 2)
-    forge_attention_bwd_dkv_tc(const float* qkv, const float* dy, float* dqkv, const float* stats,
-                               i64 B, i64 T, i64 nh, float scale) {
-  forge_attention_bwd_dkv_body<true>(qkv, dy, dqkv, stats, B, T, nh, scale);
-}
+#define FORGE_FAB_ENTRIES(suffix, mma)                                                         \
+  extern "C" __global__ void __launch_bounds__(256, 2) forge_attention_bwd_dq##suffix(         \
+      const float* qkv, const float* out, const float* dy, float* dqkv, float* stats, i64 B,   \
+      i64 T, i64 nh, float scale) {                                                            \
+    forge_attention_bwd_dq_body<mma>(qkv, out, dy, dqkv, stats, B, T, nh, scale);              \
+  }                                                                                            \
+  extern "C" __global__ void __launch_bounds__(256, 2)                                         \
+      forge_attention_bwd_dkv##suffix(const float* qkv, const float* dy, float* dqkv,          \
+                                      const float* stats, i64 B, i64 T, i64 nh, float scale) { \
+    forge_attention_bwd_dkv_body<mma>(qkv, dy, dqkv, stats, B, T, nh, scale);                  \
+  }
+FORGE_FAB_ENTRIES(, FORGE_MMA_NONE)
+FORGE_FAB_ENTRIES(_bf16, FORGE_MMA_BF16)
+FORGE_FAB_ENTRIES(_tf32, FORGE_MMA_TF32)

@@ -64,3 +64,12 @@ extern "C" __global__ void forge_round_bf16_rows(const float* x, unsigned short*
     for (i64 c = threadIdx.x; c < ld; c += blockDim.x)
       out[r * ld + c] = (unsigned short)(c < cols ? forge_bf16_bits(x[r * cols + c]) : 0u);
 }
+
+// Rows of x (row stride x_ld) into out (row stride out_ld): the fp32 operands and results of
+// products whose rows are not 16-byte aligned, copied to and from padded rows
+// (cuda_matmul.cpp). Columns past cols are left as they are. A block a row at a time.
+extern "C" __global__ void forge_copy_rows(const float* x, i64 x_ld, float* out, i64 out_ld,
+                                           i64 rows, i64 cols) {
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x)
+    for (i64 c = threadIdx.x; c < cols; c += blockDim.x) out[r * out_ld + c] = x[r * x_ld + c];
+}

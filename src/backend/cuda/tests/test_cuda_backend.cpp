@@ -400,9 +400,10 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
 // Training's attention gradient at head dimension 64 takes the two tiled kernels under
 // precision fp32 (no [T, T] matrix), matches the CPU's composition of the unfused chain's
 // rules, and gives the same bits when run again (no atomics). T = 200: three full 64-row tiles
-// and a partial one. Under tf32 it takes the composition (tensor-core products), unless
-// FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the kernels off under fp32. bf16 takes their
-// tensor-core twins (the _tc kernels), or with FORGE_CUDA_BF16_ATTENTION=0 the fp32 ones.
+// and a partial one. bf16 and tf32 take their tensor-core twins (the _bf16 and _tf32
+// kernels); with FORGE_CUDA_TC_ATTENTION=0, bf16 takes the fp32 kernels and tf32 the
+// composition (tensor-core products) unless FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the
+// kernels off under fp32.
 TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const forge::Device dev("cuda", 0), cpu("cpu", 0);
@@ -437,25 +438,30 @@ TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   auto tiled_launches = [&](const char* precision, const char* force, const char* tc) {
     forge::set_device_setting(dev, "precision", precision);
     if (force) setenv("FORGE_CUDA_TILED_ATTENTION_BWD", force, 1);
-    if (tc) setenv("FORGE_CUDA_BF16_ATTENTION", tc, 1);
+    if (tc) setenv("FORGE_CUDA_TC_ATTENTION", tc, 1);
     forge::set_profiling(dev, true);
     (void)forge::attention_bwd(qkv, y, dy, H).to_vector<float>();
     auto l = launches_by_kernel(dev);
     forge::set_profiling(dev, false);
     unsetenv("FORGE_CUDA_TILED_ATTENTION_BWD");
-    unsetenv("FORGE_CUDA_BF16_ATTENTION");
+    unsetenv("FORGE_CUDA_TC_ATTENTION");
     forge::set_device_setting(dev, "precision", "fp32");
     std::erase_if(l, [](const auto& e) { return e.first.find("attention_bwd") == e.first.npos; });
     return l;
   };
   using Launches = std::map<std::string, uint64_t>;
   const Launches fp32_kernels{{"forge_attention_bwd_dkv", 1}, {"forge_attention_bwd_dq", 1}};
-  const Launches tc_kernels{{"forge_attention_bwd_dkv_tc", 1}, {"forge_attention_bwd_dq_tc", 1}};
-  EXPECT_EQ(tiled_launches("tf32", nullptr, nullptr), Launches{});
-  EXPECT_EQ(tiled_launches("tf32", "1", nullptr), fp32_kernels);
+  const Launches bf16_kernels{{"forge_attention_bwd_dkv_bf16", 1},
+                              {"forge_attention_bwd_dq_bf16", 1}};
+  const Launches tf32_kernels{{"forge_attention_bwd_dkv_tf32", 1},
+                              {"forge_attention_bwd_dq_tf32", 1}};
+  EXPECT_EQ(tiled_launches("tf32", nullptr, nullptr), tf32_kernels);
+  EXPECT_EQ(tiled_launches("tf32", nullptr, "0"), Launches{});
+  EXPECT_EQ(tiled_launches("tf32", "1", "0"), fp32_kernels);
+  EXPECT_EQ(tiled_launches("tf32", "0", nullptr), Launches{});
   EXPECT_EQ(tiled_launches("fp32", "0", nullptr), Launches{});
   EXPECT_EQ(tiled_launches("fp32", nullptr, nullptr), fp32_kernels);
-  EXPECT_EQ(tiled_launches("bf16", nullptr, nullptr), tc_kernels);
+  EXPECT_EQ(tiled_launches("bf16", nullptr, nullptr), bf16_kernels);
   EXPECT_EQ(tiled_launches("bf16", nullptr, "0"), fp32_kernels);
 }
 

@@ -226,21 +226,28 @@ RelErr rel_err(const std::vector<float>& got, const std::vector<float>& want) {
   return {worst / largest, err / sum};
 }
 
-// Under precision bf16 the 64-row attention tiles' products run on tensor cores with bf16
-// operands (the _tc kernels): forward (with split keys after a cache too) and gradient are the
-// CPU's within bf16's rounding (2^-9 relative per operand), not the fp32 kernels' bits, and
-// the same bits when run again.
-TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+// Under precision bf16 or tf32 the 64-row attention tiles' products run on tensor cores with
+// that precision's operands (the _bf16 and _tf32 kernels): forward (with split keys after a
+// cache too) and gradient are the CPU's within the operands' rounding, not the fp32 kernels'
+// bits, and the same bits when run again. `worst` and `mean` bound the relative errors
+// (rel_err); `floor` is the least mean error that shows the operands were rounded (fp32 gives
+// ~1e-7).
+struct TcAttentionCase {
+  const char* precision;
+  const char* suffix;
+  double worst, mean, floor;
+};
+void expect_tc_attention(const TcAttentionCase& k) {
   const Device dev("cuda", 0), cpu("cpu", 0);
   const int64_t B = 2, T = 200, H = 3, C = H * 64;
-  auto expect_bf16_close = [](const std::vector<float>& got, const std::vector<float>& want,
-                              const std::vector<float>& fp32) {
+  auto expect_close = [&](const std::vector<float>& got, const std::vector<float>& want,
+                          const std::vector<float>& fp32) {
     const RelErr e = rel_err(got, want);
-    EXPECT_LT(e.worst, 3e-2);
-    EXPECT_LT(e.mean, 1e-2);  // the typical element: a few bf16 roundings
-    EXPECT_GT(e.mean, 1e-5);  // operands really rounded (fp32 gives ~1e-7)
+    EXPECT_LT(e.worst, k.worst);
+    EXPECT_LT(e.mean, k.mean);   // the typical element: a few roundings
+    EXPECT_GT(e.mean, k.floor);  // operands really rounded
     EXPECT_NE(got, fp32);
+    std::printf("  %s: worst %.3g, mean %.3g\n", k.precision, e.worst, e.mean);
   };
   const Tensor qkv_c =
       Tensor::from_vector(sin_fill(B * T * 3 * C, 0.37f, 0.1f), {B, T, 3 * C}, cpu);
@@ -254,43 +261,100 @@ TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
   const int64_t start = 37, T2 = 300;
   const Tensor q2_c = Tensor::from_vector(sin_fill(T2 * 3 * C, 0.23f, 0.0f), {1, T2, 3 * C}, cpu);
   auto cached = [&](const Tensor& q, Device d) {
-    Tensor k =
+    Tensor kc =
         Tensor::from_vector(sin_fill(H * (start + T2) * 64, 0.029f, 0.0f), {H, start + T2, 64}, d);
-    Tensor v =
+    Tensor vc =
         Tensor::from_vector(sin_fill(H * (start + T2) * 64, 0.031f, 0.5f), {H, start + T2, 64}, d);
     setenv("FORGE_CUDA_ATTENTION_CHUNK_TILES", "2", 1);
-    const std::vector<float> r = attention(q, H, k, v, start).to_vector<float>();
+    const std::vector<float> r = attention(q, H, kc, vc, start).to_vector<float>();
     unsetenv("FORGE_CUDA_ATTENTION_CHUNK_TILES");
     return r;
   };
   const Tensor q2 = q2_c.to(dev);
   const std::vector<float> c_want = cached(q2_c, cpu), c32 = cached(q2, dev);
 
-  std::optional<ScopedPrecision> bf16(std::in_place, dev, "bf16");
+  std::optional<ScopedPrecision> reduced(std::in_place, dev, k.precision);
   set_profiling(dev, true);
-  const Tensor yb = attention(qkv, H);
+  const Tensor yr = attention(qkv, H);
   const std::vector<float> g = attention_bwd(qkv, y, dy, H).to_vector<float>();
   const auto launches = launches_by_kernel(dev);
   set_profiling(dev, false);
   const std::vector<float> again = attention_bwd(qkv, y, dy, H).to_vector<float>();
-  const std::vector<float> cb = cached(q2, dev), cb_again = cached(q2, dev);
-  bf16.reset();
-  EXPECT_EQ(launches, (std::map<std::string, uint64_t>{{"forge_attention_bwd_dkv_tc", 1},
-                                                       {"forge_attention_bwd_dq_tc", 1},
-                                                       {"forge_attention_tiled64_tc", 1}}));
+  const std::vector<float> cr = cached(q2, dev), cr_again = cached(q2, dev);
+  reduced.reset();
+  const std::string sfx = k.suffix;
+  EXPECT_EQ(launches, (std::map<std::string, uint64_t>{{"forge_attention_bwd_dkv" + sfx, 1},
+                                                       {"forge_attention_bwd_dq" + sfx, 1},
+                                                       {"forge_attention_tiled64" + sfx, 1}}));
   {
     SCOPED_TRACE("forward");
-    expect_bf16_close(yb.to_vector<float>(), y_c.to_vector<float>(), y.to_vector<float>());
+    expect_close(yr.to_vector<float>(), y_c.to_vector<float>(), y.to_vector<float>());
   }
   {
     SCOPED_TRACE("forward after a cache, split keys");
-    expect_bf16_close(cb, c_want, c32);
-    EXPECT_EQ(cb_again, cb);
+    expect_close(cr, c_want, c32);
+    EXPECT_EQ(cr_again, cr);
   }
   {
     SCOPED_TRACE("gradient");
-    expect_bf16_close(g, w, g32);
+    expect_close(g, w, g32);
     EXPECT_EQ(again, g);
+  }
+}
+
+// bf16: 2^-9 relative per operand.
+TEST(CudaPrecisionOnGpu, Bf16AttentionIsTheCpusWithinBf16Rounding) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  expect_tc_attention({"bf16", "_bf16", 3e-2, 1e-2, 1e-5});
+}
+
+// tf32: 2^-11 relative per operand, a quarter of bf16's bounds.
+TEST(CudaPrecisionOnGpu, Tf32AttentionIsTheCpusWithinTf32Rounding) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  expect_tc_attention({"tf32", "_tf32", 7.5e-3, 2.5e-3, 2e-6});
+}
+
+// Large products whose fp32 rows are not 16-byte aligned (1025 columns) go through padded
+// copies (forge_copy_rows) under tf32, not fp32: such an operand a, used as is or transposed,
+// an out, and an accumulated out. The results are the CPU's within the precision's rounding,
+// with the copies and without them (FORGE_CUDA_PAD_ROWS=0).
+TEST(CudaPrecisionOnGpu, UnalignedRowsGoThroughPaddedCopies) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
+  const Device dev("cuda", 0), cpu("cpu", 0);
+  const int64_t R = 1024, V = 1025, C = 64;  // R * V >= 2^20: large enough to pad
+  const Tensor wide = Tensor::from_vector(sin_fill(R * V, 0.013f, 0.0f), {R, V}, cpu);
+  const Tensor tall = Tensor::from_vector(sin_fill(V * C, 0.021f, 0.0f), {V, C}, cpu);
+  const Tensor h = Tensor::from_vector(sin_fill(R * C, 0.017f, 0.1f), {R, C}, cpu);
+  const Tensor hv = Tensor::from_vector(sin_fill(C * V, 0.019f, 0.0f), {C, V}, cpu);
+  MatmulSpec ta;
+  ta.trans_a = true;
+  auto products = [&](Device d) {
+    std::vector<std::vector<float>> r;
+    r.push_back(matmul(wide.to(d), tall.to(d)).to_vector<float>());   // a [R, V]
+    r.push_back(matmul(wide.to(d), h.to(d), ta).to_vector<float>());  // a [R, V] used as [V, R]
+    Tensor out = matmul(h.to(d), hv.to(d));                           // out [R, V]
+    r.push_back(out.to_vector<float>());
+    matmul_add_(out, h.to(d), hv.to(d));  // out [R, V] += the same: twice the product
+    r.push_back(out.to_vector<float>());
+    return r;
+  };
+  const auto want = products(cpu);
+  for (const char* precision : {"fp32", "tf32"}) {
+    const ScopedPrecision p(dev, precision);
+    const double tol = std::string(precision) == "fp32" ? 1e-5 : 5e-3;
+    for (const char* pad : {"1", "0"}) {
+      SCOPED_TRACE(std::string(precision) + ", FORGE_CUDA_PAD_ROWS=" + pad);
+      setenv("FORGE_CUDA_PAD_ROWS", pad, 1);
+      set_profiling(dev, true);
+      const auto got = products(dev);
+      const auto launches = launches_by_kernel(dev);
+      set_profiling(dev, false);
+      unsetenv("FORGE_CUDA_PAD_ROWS");
+      const auto copies = launches.find("forge_copy_rows");
+      const bool pads = pad[0] == '1' && std::string(precision) == "tf32";
+      EXPECT_EQ(copies == launches.end() ? 0u : copies->second, pads ? 5u : 0u);
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(rel_err(got[i], want[i]).worst, tol) << i;
+    }
   }
 }
 
