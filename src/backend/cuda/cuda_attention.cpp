@@ -19,14 +19,16 @@ namespace {
 constexpr Dim3 kBlock{256};
 constexpr int64_t kTileRows = 64;  // forge_attention_tiled's FORGE_FA_ROWS
 
-// Under precision bf16 or tf32 the 64-row tiles' products run on tensor cores with that
-// precision's operands (kernels/attention_tc.cu) unless FORGE_CUDA_TC_ATTENTION=0. The kernels
-// by operand mode: 0 fp32 (CUDA cores), 1 bf16, 2 tf32. Names are literals: the profiler and
-// the kernel table keep the pointers.
+// Under precision bf16 the 64-row tiles' products run on tensor cores with bf16 operands
+// (kernels/attention_tc.cu) unless FORGE_CUDA_TC_ATTENTION=0; under tf32 with tf32 operands
+// only with FORGE_CUDA_TC_ATTENTION=1, until they have been measured on a GPU
+// (docs/PERFORMANCE.md, session 35). The kernels by operand mode: 0 fp32 (CUDA cores),
+// 1 bf16, 2 tf32. Names are literals: the profiler and the kernel table keep the pointers.
 int tc_attention_mode(GemmShape::Precision p) {
   const char* v = std::getenv("FORGE_CUDA_TC_ATTENTION");
   if (v && std::strcmp(v, "0") == 0) return 0;
-  return p == GemmShape::Precision::bf16 ? 1 : p == GemmShape::Precision::tf32 ? 2 : 0;
+  if (p == GemmShape::Precision::bf16) return 1;
+  return p == GemmShape::Precision::tf32 && v && std::strcmp(v, "1") == 0 ? 2 : 0;
 }
 constexpr const char* kTiled64[] = {"forge_attention_tiled64", "forge_attention_tiled64_bf16",
                                     "forge_attention_tiled64_tf32"};
@@ -221,10 +223,10 @@ constexpr int64_t kBwdDkvSmem = (6 * kBwdTileFloats + 2 * kBwdTileRows) * sizeof
 // inputs: qkv [B, T, 3C], out, dy [B, T, C]; output dqkv [B, T, 3C]. The tiled kernels take
 // head dimension 64 with 16-byte aligned rows and their shared memory within the device's.
 // Taken by default: a GPT-2 step in fp32 was 5-6% faster with them (docs/PERFORMANCE.md,
-// session 29). Under tf32 only as tensor-core twins: the fp32 kernels were 4% slower there than
-// the composition, whose [T, T] products run on tensor cores; under bf16 those products would
-// round every [T, T] matrix first. FORGE_CUDA_TILED_ATTENTION_BWD=1 (or 0) takes them (or not)
-// whatever the precision.
+// session 29). Under tf32 only as tensor-core twins (FORGE_CUDA_TC_ATTENTION=1): the fp32
+// kernels were 4% slower there than the composition, whose [T, T] products run on tensor cores;
+// under bf16 those products would round every [T, T] matrix first. FORGE_CUDA_TILED_ATTENTION_BWD=1
+// (or 0) takes them (or not) whatever the precision.
 bool CudaBackend::takes_attention_bwd(const OpCall& c) const {
   const char* force = std::getenv("FORGE_CUDA_TILED_ATTENTION_BWD");
   const bool on = force && *force ? std::strcmp(force, "1") == 0

@@ -1,8 +1,8 @@
 // matmul on CUDA: the validated tensors as a cuBLASLt product (gemm.h), bias and GELU in its
 // epilogue, accumulate as beta = 1; products of at most 8 rows (decode) as kernels/gemv.cu.
 // Under precision bf16 the operands are rounded to bf16 copies first (forge_round_bf16); under
-// tf32, large operands and results whose rows are not 16-byte aligned go through padded copies
-// (pad_rows_on).
+// tf32, with FORGE_CUDA_PAD_ROWS=1, large operands and results whose rows are not 16-byte
+// aligned go through padded copies (pad_rows_on).
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -44,13 +44,14 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
 // fp32 rows of a length not a multiple of 4 floats (GPT-2's 50257-entry vocabulary: the
 // logits, their gradient) are not 16-byte aligned, which keeps cuBLASLt's TF32 products off
 // their fast tensor-core kernels (2-3x slower; exact fp32 products run as fast either way:
-// docs/PERFORMANCE.md, session 35). Under tf32 an operand of at least kPadMinElements such
-// elements is copied to rows padded to 4 floats first, and such an out is computed into padded
-// rows and copied back, unless FORGE_CUDA_PAD_ROWS=0.
+// docs/PERFORMANCE.md, session 35). Under tf32 with FORGE_CUDA_PAD_ROWS=1 (opt-in until a
+// training step with it has been measured on a GPU), an operand of at least kPadMinElements
+// such elements is copied to rows padded to 4 floats first, and such an out is computed into
+// padded rows and copied back.
 constexpr int64_t kPadMinElements = int64_t{1} << 20;
 bool pad_rows_on() {
   const char* v = std::getenv("FORGE_CUDA_PAD_ROWS");
-  return !(v && std::strcmp(v, "0") == 0);
+  return v && std::strcmp(v, "1") == 0;
 }
 bool wants_padding(int64_t rows, int64_t cols) {
   return cols % 4 != 0 && rows * cols >= kPadMinElements;

@@ -400,10 +400,10 @@ TEST(CudaFusedOnGpu, DecodeSeamsAndAttentionTakeTheFusedKernels) {
 // Training's attention gradient at head dimension 64 takes the two tiled kernels under
 // precision fp32 (no [T, T] matrix), matches the CPU's composition of the unfused chain's
 // rules, and gives the same bits when run again (no atomics). T = 200: three full 64-row tiles
-// and a partial one. bf16 and tf32 take their tensor-core twins (the _bf16 and _tf32
-// kernels); with FORGE_CUDA_TC_ATTENTION=0, bf16 takes the fp32 kernels and tf32 the
-// composition (tensor-core products) unless FORGE_CUDA_TILED_ATTENTION_BWD=1; =0 turns the
-// kernels off under fp32.
+// and a partial one. bf16 takes their tensor-core twins (the _bf16 kernels), or with
+// FORGE_CUDA_TC_ATTENTION=0 the fp32 ones; tf32 takes the composition (tensor-core products),
+// or with FORGE_CUDA_TC_ATTENTION=1 the _tf32 twins, or with FORGE_CUDA_TILED_ATTENTION_BWD=1
+// the fp32 kernels; =0 turns the kernels off under fp32.
 TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const forge::Device dev("cuda", 0), cpu("cpu", 0);
@@ -455,10 +455,11 @@ TEST(CudaFusedOnGpu, AttentionGradientTakesTheTiledKernels) {
                               {"forge_attention_bwd_dq_bf16", 1}};
   const Launches tf32_kernels{{"forge_attention_bwd_dkv_tf32", 1},
                               {"forge_attention_bwd_dq_tf32", 1}};
-  EXPECT_EQ(tiled_launches("tf32", nullptr, nullptr), tf32_kernels);
+  EXPECT_EQ(tiled_launches("tf32", nullptr, nullptr), Launches{});
+  EXPECT_EQ(tiled_launches("tf32", nullptr, "1"), tf32_kernels);
   EXPECT_EQ(tiled_launches("tf32", nullptr, "0"), Launches{});
-  EXPECT_EQ(tiled_launches("tf32", "1", "0"), fp32_kernels);
-  EXPECT_EQ(tiled_launches("tf32", "0", nullptr), Launches{});
+  EXPECT_EQ(tiled_launches("tf32", "1", nullptr), fp32_kernels);
+  EXPECT_EQ(tiled_launches("tf32", "0", "1"), Launches{});
   EXPECT_EQ(tiled_launches("fp32", "0", nullptr), Launches{});
   EXPECT_EQ(tiled_launches("fp32", nullptr, nullptr), fp32_kernels);
   EXPECT_EQ(tiled_launches("bf16", nullptr, nullptr), bf16_kernels);

@@ -226,12 +226,12 @@ RelErr rel_err(const std::vector<float>& got, const std::vector<float>& want) {
   return {worst / largest, err / sum};
 }
 
-// Under precision bf16 or tf32 the 64-row attention tiles' products run on tensor cores with
-// that precision's operands (the _bf16 and _tf32 kernels): forward (with split keys after a
-// cache too) and gradient are the CPU's within the operands' rounding, not the fp32 kernels'
-// bits, and the same bits when run again. `worst` and `mean` bound the relative errors
-// (rel_err); `floor` is the least mean error that shows the operands were rounded (fp32 gives
-// ~1e-7).
+// Under precision bf16 (or tf32 with FORGE_CUDA_TC_ATTENTION=1) the 64-row attention tiles'
+// products run on tensor cores with that precision's operands (the _bf16 and _tf32 kernels):
+// forward (with split keys after a cache too) and gradient are the CPU's within the operands'
+// rounding, not the fp32 kernels' bits, and the same bits when run again. `worst` and `mean` bound
+// the relative errors (rel_err); `floor` is the least mean error that shows the operands were
+// rounded (fp32 gives ~1e-7).
 struct TcAttentionCase {
   const char* precision;
   const char* suffix;
@@ -273,6 +273,7 @@ void expect_tc_attention(const TcAttentionCase& k) {
   const Tensor q2 = q2_c.to(dev);
   const std::vector<float> c_want = cached(q2_c, cpu), c32 = cached(q2, dev);
 
+  setenv("FORGE_CUDA_TC_ATTENTION", "1", 1);
   std::optional<ScopedPrecision> reduced(std::in_place, dev, k.precision);
   set_profiling(dev, true);
   const Tensor yr = attention(qkv, H);
@@ -282,6 +283,7 @@ void expect_tc_attention(const TcAttentionCase& k) {
   const std::vector<float> again = attention_bwd(qkv, y, dy, H).to_vector<float>();
   const std::vector<float> cr = cached(q2, dev), cr_again = cached(q2, dev);
   reduced.reset();
+  unsetenv("FORGE_CUDA_TC_ATTENTION");
   const std::string sfx = k.suffix;
   EXPECT_EQ(launches, (std::map<std::string, uint64_t>{{"forge_attention_bwd_dkv" + sfx, 1},
                                                        {"forge_attention_bwd_dq" + sfx, 1},
@@ -317,7 +319,7 @@ TEST(CudaPrecisionOnGpu, Tf32AttentionIsTheCpusWithinTf32Rounding) {
 // Large products whose fp32 rows are not 16-byte aligned (1025 columns) go through padded
 // copies (forge_copy_rows) under tf32, not fp32: such an operand a, used as is or transposed,
 // an out, and an accumulated out. The results are the CPU's within the precision's rounding,
-// with the copies and without them (FORGE_CUDA_PAD_ROWS=0).
+// with the copies (FORGE_CUDA_PAD_ROWS=1) and without them (=0, the default).
 TEST(CudaPrecisionOnGpu, UnalignedRowsGoThroughPaddedCopies) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA GPU here";
   const Device dev("cuda", 0), cpu("cpu", 0);
