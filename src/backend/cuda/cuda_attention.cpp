@@ -2,8 +2,9 @@
 // tiles of prefill and training, their keys optionally split where the tiles alone leave the
 // GPU a long tail, one block per query otherwise) and training's backward
 // (kernels/attention_tiled_bwd.cu at head dimension 64 except under tf32; other cases decline,
-// and the ops layer composes attention_bwd from its parts). Under precision bf16 or tf32 the
-// 64-row tiles take their tensor-core twins. Inputs were validated by the ops layer.
+// and the ops layer composes attention_bwd from its parts). Under precision bf16 (tf32: with
+// FORGE_CUDA_TC_ATTENTION=1) the 64-row tiles take their tensor-core twins. Inputs were
+// validated by the ops layer.
 #include <algorithm>
 #include <climits>
 #include <cmath>
