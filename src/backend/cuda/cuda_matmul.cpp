@@ -43,8 +43,8 @@ GemmShape gemm_shape(const Tensor& a, const Tensor& b, const Tensor& bias, const
 
 // fp32 rows of a length not a multiple of 4 floats (GPT-2's 50257-entry vocabulary: the
 // logits, their gradient) are not 16-byte aligned, which keeps cuBLASLt's TF32 products off
-// their fast tensor-core kernels (2-3x slower; exact fp32 products run as fast either way:
-// docs/PERFORMANCE.md, session 35). Under tf32 with FORGE_CUDA_PAD_ROWS=1 (opt-in until a
+// their fast tensor-core kernels (exact fp32 products are not affected: docs/PERFORMANCE.md,
+// session 35). Under tf32 with FORGE_CUDA_PAD_ROWS=1 (opt-in until a
 // training step with it has been measured on a GPU), an operand of at least kPadMinElements
 // such elements is copied to rows padded to 4 floats first, and such an out is computed into
 // padded rows and copied back.
@@ -128,18 +128,18 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& bias,
     // Stored rows and columns of each operand (packed rows; b's first rows only with b_rows).
     const int64_t a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
     const int64_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
-    if (wants_padding(a_rows, a_cols)) {
-      s.ld_a = padded(a_cols);
-      a_pad.emplace(*this, static_cast<size_t>(a_rows * s.ld_a) * sizeof(float));
-      copy_rows(pa, a_cols, a_pad->get(), s.ld_a, a_rows, a_cols);
-      pa = a_pad->get();
-    }
-    if (wants_padding(b_rows, b_cols)) {
-      s.ld_b = padded(b_cols);
-      b_pad.emplace(*this, static_cast<size_t>(b_rows * s.ld_b) * sizeof(float));
-      copy_rows(pb, b_cols, b_pad->get(), s.ld_b, b_rows, b_cols);
-      pb = b_pad->get();
-    }
+    // An operand at p of rows x cols floats into padded rows of a new scratch: p and its
+    // row stride `ld` then name the copy.
+    auto pad = [&](CUdeviceptr& p, int64_t& ld, int64_t rows, int64_t cols,
+                   std::optional<Scratch>& to) {
+      if (!wants_padding(rows, cols)) return;
+      ld = padded(cols);
+      to.emplace(*this, static_cast<size_t>(rows * ld) * sizeof(float));
+      copy_rows(p, cols, to->get(), ld, rows, cols);
+      p = to->get();
+    };
+    pad(pa, s.ld_a, a_rows, a_cols, a_pad);
+    pad(pb, s.ld_b, b_rows, b_cols, b_pad);
     if (wants_padding(s.m, s.n) && !(accumulate && spec.gelu)) {
       s.ld_out = padded(s.n);
       out_pad.emplace(*this, static_cast<size_t>(s.m * s.ld_out) * sizeof(float));
